@@ -1,0 +1,133 @@
+"""Plans one shared k-NN evaluation from what the metrics ask for, and caches the real side.
+
+:func:`knn_pass` validates the inputs, finds the radii each requested score needs, runs the
+three tile passes of :mod:`._knn` once, and returns the raw per-sample results. The public
+functions and the Metric classes turn those into scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from lightning_prd.functional import _knn
+from lightning_prd.functional._validation import (
+    as_features,
+    check_block_bytes,
+    check_min_samples,
+    check_pair,
+    compute_dtype,
+)
+
+
+@dataclass
+class RealSide:
+    """Real-side work that does not depend on the generated set: reuse it across evaluations.
+
+    Attributes:
+        points: the real features (as validated).
+        centre: float64 mean of ``points``; both sets are centred by it.
+        prepared: centred real rows and norms for the GEMM pass.
+        sq_radii: exact float64 squared ``NND_k`` per k computed so far.
+    """
+
+    points: Tensor
+    centre: Tensor
+    prepared: _knn.PointSet
+    sq_radii: Dict[int, Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, points: Tensor, dtype: torch.dtype) -> "RealSide":
+        centre = points.to(torch.float64).mean(0)
+        return cls(points=points, centre=centre, prepared=_knn.prepare(points, centre, dtype))
+
+    def matches(self, points: Tensor, dtype: torch.dtype) -> bool:
+        """True when this cache was built from exactly ``points`` (same object or same values)."""
+        if self.prepared.centred.dtype != dtype or self.points.shape != points.shape:
+            return False
+        if self.points.device != points.device:
+            return False
+        return self.points is points or bool(torch.equal(self.points, points))
+
+    def ensure_radii(self, ks: Sequence[int], block_bytes: int) -> None:
+        missing = sorted(set(ks) - set(self.sq_radii))
+        if missing:
+            self.sq_radii.update(_knn.self_knn(self.prepared, missing, block_bytes))
+
+
+@dataclass
+class PassResult:
+    """Raw results of one evaluation: radii of both sets and the cross-pass reductions."""
+
+    real: RealSide
+    fake_sq_radii: Dict[int, Tensor]
+    cross: _knn.CrossResult
+    dtype: torch.dtype
+    num_real: int
+    num_fake: int
+
+
+def knn_pass(
+    real: Any,
+    fake: Any,
+    *,
+    member_ks: Sequence[int] = (),
+    recall_ks: Sequence[int] = (),
+    realism_k: Optional[int] = None,
+    nearest: bool = False,
+    extra_real_ks: Sequence[int] = (),
+    fake_values: Optional[Tensor] = None,
+    value_ks: Sequence[int] = (),
+    dtype: Optional[torch.dtype] = None,
+    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    real_cache: Optional[RealSide] = None,
+) -> PassResult:
+    """Run the k-NN passes that the requested reductions need, once.
+
+    Args:
+        real, fake: ``[N, D]`` and ``[M, D]`` features.
+        member_ks: k of the real balls for precision / density / coverage.
+        recall_ks: k of the generated balls for recall.
+        realism_k: k of the (median-pruned) real balls for the realism score.
+        nearest: also find nearest neighbours across the sets.
+        extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
+        fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
+        dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
+        block_bytes: memory budget of one tile and its temporaries.
+        real_cache: a :class:`RealSide` from an earlier call, reused when it matches ``real``.
+    """
+    real = as_features(real, "real")
+    fake = as_features(fake, "fake")
+    check_pair(real, fake)
+    block_bytes = check_block_bytes(block_bytes)
+    cdt = compute_dtype(real, fake, dtype)
+    real_ks = sorted(set(member_ks) | set(extra_real_ks) | set(value_ks) | ({realism_k} if realism_k else set()))
+    fake_ks = sorted(set(recall_ks))
+    for k in real_ks:
+        check_min_samples(real, k, "real")
+    for k in fake_ks:
+        check_min_samples(fake, k, "fake")
+
+    side = real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt)
+    side.ensure_radii(real_ks, block_bytes)
+    fake_set = _knn.prepare(fake, side.centre, cdt)
+    fake_sq_radii = _knn.self_knn(fake_set, fake_ks, block_bytes) if fake_ks else {}
+    if fake_values is not None:
+        fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
+    cross = _knn.cross_pass(
+        side.prepared,
+        fake_set,
+        side.sq_radii,
+        fake_sq_radii,
+        member_ks=sorted(set(member_ks)),
+        recall_ks=fake_ks,
+        realism_k=realism_k,
+        nearest=nearest,
+        fake_values=fake_values,
+        value_ks=sorted(set(value_ks)),
+        block_bytes=block_bytes,
+    )
+    return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0])

@@ -1,0 +1,136 @@
+"""Shared base of the package's Metric classes: feature states, validation, DDP, real-side cache."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+import torch
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_cat
+
+from lightning_prd._distributed import gather_features
+from lightning_prd.functional import _knn
+from lightning_prd.functional._engine import RealSide
+from lightning_prd.functional._validation import as_features, check_block_bytes
+
+
+class FeatureMetric(Metric):
+    """Accumulates real and generated features (``update(features, real)``) and computes at the end.
+
+    States ``real_features`` / ``fake_features`` are lists with ``dist_reduce_fx="cat"``; the
+    same names in every class let a ``MetricCollection`` store them once. Under DDP they are
+    gathered with :func:`lightning_prd._distributed.gather_features`, which handles ranks with
+    different sample counts and ranks that received no samples.
+
+    Args:
+        feature_extractor: module or callable applied to ``update``'s input (identity if None).
+        reset_real_features: if False, ``reset()`` keeps the real features *and* the real-side
+            k-NN radii, so the next evaluation only pays for the generated side.
+        block_bytes: memory budget of one distance tile.
+        dtype: GEMM dtype for k-NN distances (None: float32, or float64 for float64 features).
+        kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the
+            uneven-rank gather above).
+    """
+
+    is_differentiable = False
+    full_state_update = False
+    feature_network: str = "feature_extractor"
+
+    def __init__(
+        self,
+        feature_extractor: Optional[Callable[[Any], Tensor]] = None,
+        reset_real_features: bool = True,
+        block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+        dtype: Optional[torch.dtype] = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("dist_sync_fn", gather_features)
+        super().__init__(**kwargs)
+        if not isinstance(reset_real_features, bool):
+            raise ValueError(f"Expected argument `reset_real_features` to be a bool, but got {reset_real_features!r}")
+        if dtype not in (None, torch.float32, torch.float64):
+            raise ValueError(f"Expected argument `dtype` to be None, torch.float32 or torch.float64, but got {dtype}")
+        if feature_extractor is not None and not callable(feature_extractor):
+            raise TypeError(f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}")
+        self.feature_extractor = feature_extractor if isinstance(feature_extractor, nn.Module) or feature_extractor is None else _Wrap(feature_extractor)
+        if self.feature_extractor is None:
+            self.feature_extractor = nn.Identity()
+        self.reset_real_features = reset_real_features
+        self.block_bytes = check_block_bytes(block_bytes)
+        self.knn_dtype = dtype
+        self._real_cache: Optional[RealSide] = None
+        self.add_state("real_features", [], dist_reduce_fx="cat")
+        self.add_state("fake_features", [], dist_reduce_fx="cat")
+
+    def update(self, features: Any, real: bool) -> None:  # type: ignore[override]
+        """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set.
+
+        A rejected batch raises ``ValueError``/``TypeError`` and leaves the accumulated
+        features untouched.
+        """
+        if not isinstance(real, bool):
+            raise TypeError(f"Expected argument `real` to be a bool (True for real samples), but got {real!r}")
+        feats = as_features(self.feature_extractor(features), "features", allow_empty=True)
+        width = self._width()
+        if width is not None and feats.shape[1] != width:
+            raise ValueError(
+                f"Expected argument `features` to have {width} features like the samples accumulated so far, "
+                f"but got shape {tuple(feats.shape)}"
+            )
+        (self.real_features if real else self.fake_features).append(feats.detach())
+
+    def _width(self) -> Optional[int]:
+        for state in (self.real_features, self.fake_features):
+            tensors = state if isinstance(state, list) else [state]
+            for t in tensors:
+                if t.ndim == 2:
+                    return int(t.shape[1])
+        return None
+
+    def _features(self, which: str) -> Tensor:
+        state = getattr(self, f"{which}_features")
+        feats = dim_zero_cat(state) if isinstance(state, list) and state else state
+        if isinstance(feats, list) or feats.numel() == 0:
+            raise ValueError(
+                f"No {which} features accumulated: call `update(features, real={which == 'real'})` before `compute()`"
+            )
+        return feats
+
+    def real_side(self, real: Tensor) -> Optional[RealSide]:
+        """The cached real side when it still matches ``real`` (else None)."""
+        cache = self._real_cache
+        dtype = self.knn_dtype or (torch.float64 if real.dtype == torch.float64 else torch.float32)
+        return cache if cache is not None and cache.matches(real, dtype) else None
+
+    def compute(self) -> Dict[str, Tensor]:  # type: ignore[override]
+        real, fake = self._features("real"), self._features("fake")
+        return self._compute(real, fake)
+
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Clear the accumulated features; keep the real ones (and their radii) if configured."""
+        if self.reset_real_features:
+            self._real_cache = None
+            super().reset()
+            return
+        kept = list(self.real_features)  # the base reset clears list states in place
+        super().reset()
+        self.real_features = kept
+
+    def plot(self, val: Optional[Any] = None, ax: Optional[Any] = None) -> Any:
+        """Plot the scalar scores (one call) or their history (a list of ``compute()`` results)."""
+        return self._plot(val, ax)
+
+
+class _Wrap(nn.Module):
+    """Lets a plain callable stand where torchmetrics' ``FeatureShare`` expects a module."""
+
+    def __init__(self, fn: Callable[[Any], Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: Any) -> Tensor:
+        return self.fn(x)

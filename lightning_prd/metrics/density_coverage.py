@@ -1,0 +1,44 @@
+"""``DensityCoverage``: density and coverage (Naeem et al. 2020) as a Metric."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from torch import Tensor
+
+from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
+from lightning_prd.metrics._base import FeatureMetric
+
+
+class DensityCoverage(FeatureMetric):
+    """Density and coverage; see :func:`lightning_prd.functional.density_coverage`.
+
+    ``compute()`` returns ``{"density", "coverage"}``. Density is unbounded above, so the
+    plot has no upper bound.
+
+    Example:
+        >>> import torch
+        >>> from lightning_prd import DensityCoverage
+        >>> metric = DensityCoverage(k=1)
+        >>> metric.update(torch.tensor([[0.0], [1.0], [2.0], [3.0]]), real=True)
+        >>> metric.update(torch.tensor([[0.2], [0.8], [1.1], [7.0]]), real=False)
+        >>> {name: round(float(v), 4) for name, v in metric.compute().items()}
+        {'density': 1.5, 'coverage': 0.75}
+    """
+
+    higher_is_better = True
+    plot_lower_bound = 0.0
+
+    def __init__(self, k: int = 5, **kwargs: Any) -> None:
+        self.k = check_positive_int(k, "k")
+        super().__init__(**kwargs)
+
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        res = knn_pass(
+            real, fake, member_ks=[self.k], dtype=self.knn_dtype,
+            block_bytes=self.block_bytes, real_cache=self.real_side(real),
+        )
+        self._real_cache = res.real
+        return {"density": density_from_pass(res, self.k), "coverage": coverage_from_pass(res, self.k)}
