@@ -232,8 +232,9 @@ class CrossResult:
         real_ball_hit: ``[N]`` bool per k: real sample's own ball holds a fake (coverage).
         real_in_fake: ``[N]`` bool per k: real inside some fake ball (recall).
         realism: ``[M]`` realism scores, or None.
-        fake_nn_index, fake_nn_dist: nearest real sample of each fake.
-        real_nn_index, real_nn_dist: nearest fake sample of each real.
+        fake_nn_index, fake_nn_sq_dist: nearest real sample of each fake (exact float64
+            squared distance, comparable with the squared radii without rounding).
+        real_nn_index, real_nn_sq_dist: nearest fake sample of each real.
         real_ball_min_value: ``[N]`` per k: minimum of ``fake_values`` over the fakes inside
             the real sample's ball (``inf`` when none), used by beta-recall.
     """
@@ -244,9 +245,9 @@ class CrossResult:
     real_in_fake: Dict[int, Tensor] = field(default_factory=dict)
     realism: Optional[Tensor] = None
     fake_nn_index: Optional[Tensor] = None
-    fake_nn_dist: Optional[Tensor] = None
+    fake_nn_sq_dist: Optional[Tensor] = None
     real_nn_index: Optional[Tensor] = None
-    real_nn_dist: Optional[Tensor] = None
+    real_nn_sq_dist: Optional[Tensor] = None
     real_ball_min_value: Dict[int, Tensor] = field(default_factory=dict)
 
 
@@ -378,7 +379,7 @@ def cross_pass(
         rv = torch.cat([p[0] for p in r_parts])
         ri = torch.cat([p[1] for p in r_parts])
         v, i = refine_topk(real, fake, rv, ri, 1, False, truncated=t_near[1] < m)
-        res.real_nn_dist, res.real_nn_index = v[:, 0].sqrt(), i[:, 0]
+        res.real_nn_sq_dist, res.real_nn_index = v[:, 0], i[:, 0]
         v, i = refine_topk(fake, real, f_vals, f_idx, 1, False, truncated=t_near[0] < n)
-        res.fake_nn_dist, res.fake_nn_index = v[:, 0].sqrt(), i[:, 0]
+        res.fake_nn_sq_dist, res.fake_nn_index = v[:, 0], i[:, 0]
     return res
