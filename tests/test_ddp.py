@@ -1,0 +1,94 @@
+"""Metrics under DDP with 2 real gloo processes: uneven shards, idle ranks, repeated compute."""
+
+import pytest
+import torch
+
+from ddp_utils import run_ddp
+from lightning_prd import GenerativeMetrics, PrecisionRecall
+
+G = torch.Generator().manual_seed(5)
+REAL = torch.randn(90, 5, generator=G)
+FAKE = 1.1 * torch.randn(70, 5, generator=G)
+
+# (real rows, fake rows) held by rank 0 and rank 1
+SPLITS = {
+    "uneven": [((0, 61), (0, 12)), ((61, 90), (12, 70))],
+    "rank1_no_fake": [((0, 40), (0, 70)), ((40, 90), (70, 70))],
+    "rank1_idle": [((0, 90), (0, 70)), ((90, 90), (70, 70))],
+    "rank0_no_real": [((0, 0), (0, 30)), ((0, 90), (30, 70))],
+}
+
+
+def _scores(metric):
+    return {k: v.clone() for k, v in metric.compute().items()}
+
+
+def _rank_fn(rank, world, split, reset_real):
+    (r0, r1), (f0, f1) = SPLITS[split][rank]
+    m = GenerativeMetrics(realism=True, reset_real_features=reset_real)
+    for s in range(r0, r1, 13):  # several batches per rank
+        m.update(REAL[s : min(s + 13, r1)], real=True)
+    if f1 > f0:
+        m.update(FAKE[f0:f1], real=False)
+    first = _scores(m)
+    again = _scores(m)  # computed twice in an epoch
+    m.reset()
+    if f1 > f0:
+        m.update(FAKE[f0:f1] * 0.5, real=False)
+    if reset_real:
+        for s in range(r0, r1, 13):
+            m.update(REAL[s : min(s + 13, r1)], real=True)
+    second = _scores(m)
+    return first, again, second
+
+
+def _all_cases(rank, world):
+    return {(split, reset): _rank_fn(rank, world, split, reset) for split in SPLITS for reset in (True, False)}
+
+
+@pytest.fixture(scope="module")
+def ddp_results():
+    """One 2-process run covers every case (process start-up dominates the cost)."""
+    return run_ddp(_all_cases)
+
+
+def _single():
+    m = GenerativeMetrics(realism=True)
+    m.update(REAL, real=True)
+    m.update(FAKE, real=False)
+    first = _scores(m)
+    m.reset()
+    m.update(REAL, real=True)
+    m.update(FAKE * 0.5, real=False)
+    return first, _scores(m)
+
+
+@pytest.mark.parametrize("split", sorted(SPLITS))
+@pytest.mark.parametrize("reset_real", [True, False])
+def test_ddp_equals_single_process(split, reset_real, ddp_results):
+    ref_first, ref_second = _single()
+    for per_rank in ddp_results:
+        first, again, second = per_rank[(split, reset_real)]
+        for name in ("precision", "recall", "density", "coverage"):
+            assert float(first[name]) == float(ref_first[name]), (split, name)
+            assert float(again[name]) == float(ref_first[name])
+            assert float(second[name]) == float(ref_second[name]), (split, name)
+        assert float(first["frechet_distance"]) == pytest.approx(float(ref_first["frechet_distance"]), rel=1e-9)
+        # realism is per generated sample, in gathered order: compare as multisets
+        torch.testing.assert_close(first["realism"].sort().values, ref_first["realism"].sort().values)
+
+
+def _width_mismatch(rank, world):
+    m = PrecisionRecall()
+    m.update(torch.randn(10, 3 + rank), real=True)
+    m.update(torch.randn(10, 3 + rank), real=False)
+    try:
+        m.compute()
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+def test_ddp_width_mismatch_is_a_clear_error():
+    for msg in run_ddp(_width_mismatch):
+        assert "one width" in msg
