@@ -30,7 +30,7 @@ class RealSide:
     Attributes:
         points: the real features (as validated).
         centre: float64 mean of ``points``; both sets are centred by it.
-        prepared: centred real rows and norms for the GEMM pass.
+        prepared: the real rows, centre and centred norms for the GEMM pass.
         sq_radii: exact float64 squared ``NND_k`` per k computed so far.
     """
 
@@ -46,7 +46,7 @@ class RealSide:
 
     def matches(self, points: Tensor, dtype: torch.dtype) -> bool:
         """True when this cache was built from exactly ``points`` (same object or same values)."""
-        if self.prepared.centred.dtype != dtype or self.points.shape != points.shape:
+        if self.prepared.dtype != dtype or self.points.shape != points.shape:
             return False
         if self.points.device != points.device:
             return False

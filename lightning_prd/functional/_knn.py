@@ -49,26 +49,45 @@ _TILE_TEMPORARIES = 6
 
 @dataclass
 class PointSet:
-    """A point set ready for GEMM distances.
+    """A point set ready for GEMM distances, centred block by block (no centred copy is kept).
 
     Attributes:
         original: the rows as given (used for exact float64 recomputation).
-        centred: ``original - centre`` in the compute dtype.
-        sq_norms: ``||centred||^2`` per row, compute dtype.
+        centre: the shared centre, in the compute dtype.
+        sq_norms: ``||row - centre||^2`` per row, compute dtype.
     """
 
     original: Tensor
-    centred: Tensor
+    centre: Tensor
     sq_norms: Tensor
 
     def __len__(self) -> int:
         return self.original.shape[0]
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.centre.dtype
 
-def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype) -> PointSet:
-    """Centre ``points`` by ``centre`` and cast to ``dtype`` for the GEMM pass."""
-    centred = points.to(dtype) - centre.to(dtype)
-    return PointSet(original=points, centred=centred, sq_norms=centred.pow(2).sum(1))
+    @property
+    def dim(self) -> int:
+        return self.original.shape[1]
+
+    def block(self, rows) -> Tensor:
+        """``original[rows] - centre`` in the compute dtype."""
+        return self.original[rows].to(self.dtype) - self.centre
+
+    def subset(self, rows: Tensor) -> "PointSet":
+        return PointSet(self.original[rows], self.centre, self.sq_norms[rows])
+
+
+def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192) -> PointSet:
+    """Wrap ``points`` for the GEMM pass: the centre in ``dtype`` and the centred squared norms."""
+    centre = centre.to(device=points.device, dtype=dtype)
+    sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
+    out = PointSet(points, centre, sq)
+    for s0 in range(0, points.shape[0], chunk):
+        sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)
+    return out
 
 
 def _tol_factor(dtype: torch.dtype, dim: int) -> float:
@@ -86,20 +105,27 @@ def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tu
 
 def tiles(a: PointSet, b: PointSet, block_bytes: int) -> Iterator[Tuple[int, int, Tensor]]:
     """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks."""
-    rows, cols = block_shape(len(a), len(b), a.centred.element_size(), block_bytes)
+    rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes)
+    b_blocks = [b.block(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
     for i0 in range(0, len(a), rows):
-        a_blk = a.centred[i0 : i0 + rows]
+        a_blk = a.block(slice(i0, i0 + rows))
         a_sq = a.sq_norms[i0 : i0 + rows, None]
         for j0 in range(0, len(b), cols):
-            b_blk = b.centred[j0 : j0 + cols]
+            b_blk = b_blocks[0] if b_blocks is not None else b.block(slice(j0, j0 + cols))
             sq = torch.addmm(b.sq_norms[None, j0 : j0 + cols], a_blk, b_blk.T, alpha=-2.0)
             sq.add_(a_sq).clamp_(min=0.0)
             yield i0, j0, sq
 
 
 def exact_sq_dist(a: Tensor, b: Tensor) -> Tensor:
-    """Float64 ``sum((a - b)^2)`` of matching rows of ``a`` and ``b`` (same shape ``[n, D]``)."""
-    return (a.to(torch.float64) - b.to(torch.float64)).pow(2).sum(-1)
+    """Float64 ``sum((a - b)^2)`` of matching rows of ``a`` and ``b`` (same shape ``[n, D]``).
+
+    float32 inputs widen exactly to float64, so the difference of a row with a bitwise copy
+    of itself is exactly 0, and two calls on the same pair give the same bits.
+    """
+    diff = a.to(torch.float64, copy=True)
+    diff.sub_(b)
+    return diff.square_().sum(-1)
 
 
 def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: int = 4096) -> Tensor:
@@ -130,7 +156,7 @@ def _exact_rows_topk(
 ) -> Tuple[Tensor, Tensor]:
     """Exact float64 ``t`` nearest of ``a[rows]`` in ``b``, among pairs whose GEMM value is below
     ``bound`` (plus the margin): a rigorous fallback for rows where refinement was ambiguous."""
-    sub = PointSet(a.original[rows], a.centred[rows], a.sq_norms[rows])
+    sub = a.subset(rows)
     best_v = torch.full((len(rows), 0), math.inf, dtype=torch.float64, device=a.original.device)
     best_i = torch.zeros((len(rows), 0), dtype=torch.long, device=a.original.device)
     for i0, j0, sq in tiles(sub, b, DEFAULT_BLOCK_BYTES):
@@ -147,72 +173,111 @@ def _exact_rows_topk(
     return best_v, best_i
 
 
-def refine_topk(
-    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, k: int, exclude_self: bool, truncated: bool
+def _refine_rows(
+    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, k: int, exclude_self: bool, truncated: bool
 ) -> Tuple[Tensor, Tensor]:
-    """Turn running GEMM top-``t`` lists into exact float64 ``k`` nearest (squared distances).
+    """Exact ``k`` nearest of ``a[rows]`` from their GEMM candidate lists ``approx``/``idx``.
 
-    The candidates are recomputed exactly and re-sorted. A row is *safe* when no
-    non-candidate can be closer than its exact k-th value: every non-candidate has a GEMM
-    value at least the last candidate's, so ``last - margin >= exact k-th`` suffices. Unsafe
-    rows are recomputed rigorously by :func:`_exact_rows_topk`.
+    All candidates are recomputed exactly and re-sorted. A row is *safe* when no non-candidate
+    can be closer than its exact k-th value: every non-candidate has a GEMM value at least the
+    last candidate's, so ``last - margin >= exact k-th`` suffices. Unsafe rows are recomputed
+    rigorously by :func:`_exact_rows_topk`.
     """
-    n = approx.shape[0]
-    tol_f = _tol_factor(a.centred.dtype, a.centred.shape[1])
-    rows = torch.arange(n, device=approx.device)[:, None].expand_as(idx)
-    exact = torch.empty_like(approx, dtype=torch.float64)
-    flat_r, flat_c = rows.reshape(-1), idx.reshape(-1)
-    exact.view(-1)[:] = _exact_pairs(a.original, b.original, flat_r, flat_c)
-    exact = torch.where(torch.isinf(approx), math.inf, exact)  # padded slots stay empty
+    tol_f = _tol_factor(a.dtype, a.dim)
+    exact = _exact_pairs(a.original, b.original, rows[:, None].expand_as(idx).reshape(-1), idx.reshape(-1))
+    exact = torch.where(torch.isinf(approx), math.inf, exact.view(idx.shape))  # padded slots stay empty
     exact_sorted, order = torch.sort(exact, dim=1)
-    idx_sorted = torch.gather(idx, 1, order)
-    vals, ids = exact_sorted[:, :k], idx_sorted[:, :k]
+    vals, ids = exact_sorted[:, :k], torch.gather(idx, 1, order)[:, :k]
     if truncated:
-        max_b = b.sq_norms.max().to(torch.float64)
-        margin = tol_f * (a.sq_norms.to(torch.float64) + max_b)
+        margin = tol_f * (a.sq_norms[rows].to(torch.float64) + b.sq_norms.max().to(torch.float64))
         unsafe = approx[:, -1].to(torch.float64) - margin < vals[:, -1]
         if bool(unsafe.any()):
             bad = unsafe.nonzero(as_tuple=True)[0]
-            v, i = _exact_rows_topk(a, b, bad, vals[bad, -1], k, exclude_self, tol_f)
-            vals[bad], ids[bad] = v, i
+            vals[bad], ids[bad] = _exact_rows_topk(a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f)
     return vals, ids
+
+
+def refine_topk(
+    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool
+) -> Dict[int, Tuple[Tensor, Tensor]]:
+    """Exact float64 squared distance and index of the k-th nearest neighbour, for each ``k``.
+
+    ``approx``/``idx`` are sorted running GEMM top-``t`` lists. Where the GEMM values around
+    the k-th candidate are separated by more than twice the rounding margin, the k-th
+    neighbour is certain and only its distance is recomputed exactly (one pair per row and
+    k). Other rows are fully refined by :func:`_refine_rows`.
+    """
+    n, t = approx.shape
+    tol_f = _tol_factor(a.dtype, a.dim)
+    v = approx.to(torch.float64)
+    gap = 2 * tol_f * (a.sq_norms.to(torch.float64) + b.sq_norms.max().to(torch.float64))
+    uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
+    for k in ks:
+        if k >= 2:
+            uncertain |= v[:, k - 1] - v[:, k - 2] <= gap
+        if k < t:
+            uncertain |= v[:, k] - v[:, k - 1] <= gap
+        elif truncated:
+            uncertain[:] = True
+    cols = idx[:, [k - 1 for k in ks]]  # [n, len(ks)]: the k-th candidates, all k at once
+    rows_rep = torch.arange(n, device=approx.device)[:, None].expand_as(cols)
+    exact = _exact_pairs(a.original, b.original, rows_rep.reshape(-1), cols.reshape(-1)).view(cols.shape)
+    out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
+    if bool(uncertain.any()):
+        rows = uncertain.nonzero(as_tuple=True)[0]
+        vals, ids = _refine_rows(a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated)
+        for k in ks:
+            out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
+    return out
+
+
+def _tile_topk(sq: Tensor, t: int, dim: int) -> Tuple[Tensor, Tensor]:
+    """The ``t`` smallest values of a tile along ``dim``, as ``[rows_of_other_dim, t]``."""
+    v, i = torch.topk(sq, min(t, sq.shape[dim]), dim=dim, largest=False, sorted=False)
+    return (v, i) if dim == 1 else (v.T, i.T)
+
+
+def _merge_into(vals: Tensor, idx: Tensor, rows: slice, new_v: Tensor, new_i: Tensor, t: int) -> None:
+    """Merge candidate lists ``new_v``/``new_i`` into the running lists of ``rows`` (in place)."""
+    all_v = torch.cat([vals[rows], new_v], dim=1)
+    all_i = torch.cat([idx[rows], new_i], dim=1)
+    top_v, pos = torch.topk(all_v, t, dim=1, largest=False, sorted=True)
+    vals[rows], idx[rows] = top_v, torch.gather(all_i, 1, pos)
 
 
 def self_knn(points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLOCK_BYTES) -> Dict[int, Tensor]:
     """``NND_k`` for every ``k`` in ``ks``: distance to the k-th nearest *other* row.
 
-    The diagonal is masked by index, so an exact duplicate still counts at distance 0.
-    Returns exact float64 *squared* distances, one ``[n]`` tensor per ``k`` (squared, so that
-    ``d^2 <= r^2`` comparisons stay exact; take ``.sqrt()`` for reported radii).
+    Only the tiles on and above the block diagonal are computed: each off-diagonal tile
+    updates the running top-k of its rows and, transposed, of its columns (half the GEMM
+    work of a full pass). The diagonal is masked by index, so an exact duplicate still
+    counts at distance 0. Returns exact float64 *squared* distances, one ``[n]`` tensor per
+    ``k`` (squared, so that ``d^2 <= r^2`` comparisons stay exact; ``.sqrt()`` for radii).
     """
     ks = sorted(set(int(k) for k in ks))
     n = len(points)
-    k_max = ks[-1]
-    t = min(k_max + _SLACK, n - 1)
-    dev = points.centred.device
-    vals = torch.full((n, 0), math.inf, dtype=points.centred.dtype, device=dev)
-    idx = torch.zeros((n, 0), dtype=torch.long, device=dev)
-    run_v, run_i = [], []
-    rows_done = -1
-    for i0, j0, sq in tiles(points, points, block_bytes):
-        n_r, n_c = sq.shape
-        if i0 != rows_done:  # a new row block starts
-            if rows_done >= 0:
-                run_v.append(vals)
-                run_i.append(idx)
-            vals = torch.full((n_r, 0), math.inf, dtype=sq.dtype, device=dev)
-            idx = torch.zeros((n_r, 0), dtype=torch.long, device=dev)
-            rows_done = i0
-        lo, hi = max(i0, j0), min(i0 + n_r, j0 + n_c)
-        if lo < hi:  # the tile crosses the diagonal
-            d = torch.arange(lo, hi, device=dev)
-            sq[d - i0, d - j0] = math.inf
-        vals, idx = _merge_topk(vals, idx, sq, j0, t)
-    run_v.append(vals)
-    run_i.append(idx)
-    approx, cand = torch.cat(run_v), torch.cat(run_i)
-    exact, _ = refine_topk(points, points, approx, cand, k_max, True, truncated=t < n - 1)
-    return {k: exact[:, k - 1] for k in ks}
+    t = min(ks[-1] + _SLACK, n - 1)
+    dev, cdt = points.original.device, points.dtype
+    vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
+    idx = torch.zeros((n, t), dtype=torch.long, device=dev)
+    side = max(1, int(math.isqrt(max(1, block_bytes // (points.centre.element_size() * _TILE_TEMPORARIES)))))
+    for i0 in range(0, n, side):
+        rows = slice(i0, min(i0 + side, n))
+        a_blk, a_sq = points.block(rows), points.sq_norms[rows, None]
+        for j0 in range(i0, n, side):
+            cols = slice(j0, min(j0 + side, n))
+            b_blk = a_blk if j0 == i0 else points.block(cols)
+            sq = torch.addmm(points.sq_norms[None, cols], a_blk, b_blk.T, alpha=-2.0)
+            sq.add_(a_sq).clamp_(min=0.0)
+            if j0 == i0:
+                sq.fill_diagonal_(math.inf)
+            v, i = _tile_topk(sq, t, 1)
+            _merge_into(vals, idx, rows, v, i + j0, t)
+            if j0 != i0:
+                v, i = _tile_topk(sq, t, 0)
+                _merge_into(vals, idx, cols, v, i + i0, t)
+    refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1)
+    return {k: refined[k][0] for k in ks}
 
 
 # --------------------------------------------------------------------------------------
@@ -224,14 +289,14 @@ def self_knn(points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLO
 class CrossResult:
     """Everything the k-NN metrics need from the real x fake tiles.
 
-    Keys of the dicts are the ``k`` of the radii used. Distances are float64, plain.
+    Keys of the dicts are the ``k`` of the radii used.
 
     Attributes:
         fake_in_real: ``[M]`` bool per k: fake inside some real ball (precision).
         fake_ball_count: ``[M]`` int64 per k: number of real balls holding the fake (density).
         real_ball_hit: ``[N]`` bool per k: real sample's own ball holds a fake (coverage).
         real_in_fake: ``[N]`` bool per k: real inside some fake ball (recall).
-        realism: ``[M]`` realism scores, or None.
+        realism: ``[M]`` float64 realism scores, or None.
         fake_nn_index, fake_nn_sq_dist: nearest real sample of each fake (exact float64
             squared distance, comparable with the squared radii without rounding).
         real_nn_index, real_nn_sq_dist: nearest fake sample of each real.
@@ -251,24 +316,76 @@ class CrossResult:
     real_ball_min_value: Dict[int, Tensor] = field(default_factory=dict)
 
 
-def _closed_ball_member(sq: Tensor, thr: Tensor, tol: Tensor, along_rows: bool, exact_fn) -> Tensor:
-    """``sq <= thr`` on a tile, with pairs within the rounding margin decided in float64.
+#: Above this share of candidate pairs in a tile, membership stays a dense mask.
+_SPARSE_SHARE = 1 / 16
 
-    ``thr`` (exact float64 squared radii) and ``tol`` (float64 margins) are per-row
-    (``along_rows``) or per-column vectors. ``exact_fn(r, c)`` returns exact squared
-    distances of tile pairs ``(r, c)``.
+
+class _Members:
+    """The pairs ``(row, col)`` of a tile with ``sq <= thr``: a sparse list or a dense mask.
+
+    A ball holds few points of the other set (about k per ball when the sets match), so the
+    pairs below the upper rounding bound are usually a small share of the tile: they are
+    listed once and every reduction runs on the list. Dense tiles (collapsed models, ties)
+    keep a mask. Pairs within the rounding margin are decided in float64 (``exact_fn``).
     """
-    eps = torch.finfo(sq.dtype).eps
-    slack = tol + eps * thr  # the margin, widened by the rounding of the bounds themselves
-    lo, hi = (thr - slack).to(sq.dtype), (thr + slack).to(sq.dtype)
-    if along_rows:
-        lo, hi = lo[:, None], hi[:, None]
-    sure = sq <= lo
-    amb = (sq <= hi) & ~sure
-    if bool(amb.any()):
-        r, c = amb.nonzero(as_tuple=True)
-        sure[r, c] = exact_fn(r, c) <= (thr[r] if along_rows else thr[c])
-    return sure
+
+    def __init__(self, sq: Tensor, thr: Tensor, tol: Tensor, along_rows: bool, exact_fn: Callable) -> None:
+        eps = torch.finfo(sq.dtype).eps
+        slack = tol + eps * thr  # the margin, widened by the rounding of the bounds themselves
+        lo, hi = (thr - slack).to(sq.dtype), (thr + slack).to(sq.dtype)
+        self.shape = sq.shape
+        maybe = sq <= (hi[:, None] if along_rows else hi[None, :])
+        if int(torch.count_nonzero(maybe)) <= _SPARSE_SHARE * sq.numel():
+            r, c = maybe.nonzero(as_tuple=True)
+            keep = sq[r, c] <= (lo[r] if along_rows else lo[c])
+            amb = (~keep).nonzero(as_tuple=True)[0]
+            if amb.numel():
+                keep[amb] = exact_fn(r[amb], c[amb]) <= (thr[r[amb]] if along_rows else thr[c[amb]])
+            self.rows, self.cols, self.mask = r[keep], c[keep], None
+        else:
+            sure = sq <= (lo[:, None] if along_rows else lo[None, :])
+            amb = maybe & ~sure
+            if bool(amb.any()):
+                r, c = amb.nonzero(as_tuple=True)
+                sure[r, c] = exact_fn(r, c) <= (thr[r] if along_rows else thr[c])
+            self.mask = sure
+
+    def any_per_col(self) -> Tensor:
+        if self.mask is not None:
+            return self.mask.any(0)
+        out = torch.zeros(self.shape[1], dtype=torch.bool, device=self.cols.device)
+        return out.index_fill_(0, self.cols, True)
+
+    def any_per_row(self) -> Tensor:
+        if self.mask is not None:
+            return self.mask.any(1)
+        out = torch.zeros(self.shape[0], dtype=torch.bool, device=self.rows.device)
+        return out.index_fill_(0, self.rows, True)
+
+    def count_per_col(self) -> Tensor:
+        if self.mask is not None:
+            return self.mask.sum(0)
+        return torch.bincount(self.cols, minlength=self.shape[1])
+
+    def min_per_row(self, col_values: Tensor) -> Tensor:
+        """Minimum of ``col_values`` over each row's member columns (``inf`` when none)."""
+        if self.mask is not None:
+            return torch.where(self.mask, col_values[None, :], math.inf).amin(1)
+        out = torch.full((self.shape[0],), math.inf, dtype=col_values.dtype, device=col_values.device)
+        return out.scatter_reduce_(0, self.rows, col_values[self.cols], reduce="amin")
+
+
+class _RunningNearest:
+    """Running top-``t`` (GEMM values) of the other set, for every row of one set."""
+
+    def __init__(self, n: int, t: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.t = t
+        self.vals = torch.full((n, t), math.inf, dtype=dtype, device=device)
+        self.idx = torch.zeros((n, t), dtype=torch.long, device=device)
+
+    def update(self, rows: slice, sq: Tensor, dim: int, offset: int) -> None:
+        v, i = _tile_topk(sq, self.t, dim)
+        _merge_into(self.vals, self.idx, rows, v, i + offset, self.t)
 
 
 def cross_pass(
@@ -297,9 +414,8 @@ def cross_pass(
             in ``value_ks``) is wanted.
     """
     n, m = len(real), len(fake)
-    dim = real.centred.shape[1]
-    dev, cdt = real.centred.device, real.centred.dtype
-    tol_f = _tol_factor(cdt, dim)
+    dev, cdt = real.original.device, real.dtype
+    tol_f = _tol_factor(cdt, real.dim)
     res = CrossResult()
     for k in member_ks:
         res.fake_in_real[k] = torch.zeros(m, dtype=torch.bool, device=dev)
@@ -309,27 +425,20 @@ def cross_pass(
         res.real_in_fake[k] = torch.zeros(n, dtype=torch.bool, device=dev)
     for k in value_ks:
         res.real_ball_min_value[k] = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
-    realism_num = None
     if realism_k is not None:
-        r = real_sq_radii[realism_k].sqrt()
-        keep = r <= torch.quantile(r, 0.5)
-        # pruned balls get radius 0: their ratio is 0 and never the maximum of a kept ball
-        realism_num = torch.where(keep, real_sq_radii[realism_k], 0.0).to(cdt)
-        realism_keep = keep
-        realism_max = torch.zeros(m, dtype=cdt, device=dev)
-    t_near = min(1 + _SLACK, n), min(1 + _SLACK, m)
+        r_sq = real_sq_radii[realism_k]
+        keep = r_sq.sqrt() <= torch.quantile(r_sq.sqrt(), 0.5)
+        # ratio r^2 / d^2 by one division: pruned balls get -1 (never the maximum of a kept
+        # ball, whose ratios are >= 0), kept balls of radius 0 a tiny positive numerator so
+        # that a fake at distance 0 scores inf rather than 0/0
+        tiny = torch.finfo(cdt).tiny
+        realism_num = torch.where(keep, r_sq.clamp(min=tiny), -1.0).to(cdt)
+        realism_max = torch.full((m,), -math.inf, dtype=cdt, device=dev)
     if nearest:
-        f_vals = torch.full((m, t_near[0]), math.inf, dtype=cdt, device=dev)
-        f_idx = torch.zeros((m, t_near[0]), dtype=torch.long, device=dev)
-        r_v, r_i, r_parts = None, None, []
+        near_fake = _RunningNearest(m, min(1 + _SLACK, n), cdt, dev)
+        near_real = _RunningNearest(n, min(1 + _SLACK, m), cdt, dev)
 
-    # thresholds as compute-dtype vectors with their rounding margins
-    real_thr = {k: real_sq_radii[k] for k in set(member_ks) | set(value_ks)}
-    fake_thr = {k: fake_sq_radii[k] for k in recall_ks}
-    real_sq64 = real.sq_norms.to(torch.float64)
-    fake_sq64 = fake.sq_norms.to(torch.float64)
-
-    cur_row = -1
+    real_sq64, fake_sq64 = real.sq_norms.to(torch.float64), fake.sq_norms.to(torch.float64)
     for i0, j0, sq in tiles(real, fake, block_bytes):
         n_r, n_c = sq.shape
         rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
@@ -337,49 +446,34 @@ def cross_pass(
         def exact_fn(r: Tensor, c: Tensor) -> Tensor:
             return _exact_pairs(real.original, fake.original, i0 + r, j0 + c)
 
-        # per-row margin uses the tile's largest column norm: a conservative bound
+        # margins use the tile's largest norm on the other side: a conservative bound
         row_tol = tol_f * (real_sq64[rs] + fake_sq64[cs].max())
         col_tol = tol_f * (fake_sq64[cs] + real_sq64[rs].max())
-        for k in sorted(real_thr):
-            member = _closed_ball_member(sq, real_thr[k][rs], row_tol, True, exact_fn)
+        for k in sorted(set(member_ks) | set(value_ks)):
+            members = _Members(sq, real_sq_radii[k][rs], row_tol, True, exact_fn)
             if k in res.fake_in_real:
-                res.fake_in_real[k][cs] |= member.any(0)
-                res.fake_ball_count[k][cs] += member.sum(0)
-                res.real_ball_hit[k][rs] |= member.any(1)
+                res.fake_in_real[k][cs] |= members.any_per_col()
+                res.fake_ball_count[k][cs] += members.count_per_col()
+                res.real_ball_hit[k][rs] |= members.any_per_row()
             if k in res.real_ball_min_value:
-                masked = torch.where(member, fake_values[None, cs], math.inf)
-                res.real_ball_min_value[k][rs] = torch.minimum(res.real_ball_min_value[k][rs], masked.min(1).values)
-        for k in sorted(fake_thr):
-            member = _closed_ball_member(sq, fake_thr[k][cs], col_tol, False, exact_fn)
-            res.real_in_fake[k][rs] |= member.any(1)
-        if realism_num is not None:
-            num = realism_num[rs, None]
-            ratio = torch.where(sq > 0, num / sq, torch.where(realism_keep[rs, None], math.inf, 0.0))
-            realism_max[cs] = torch.maximum(realism_max[cs], ratio.max(0).values)
+                best = res.real_ball_min_value[k]
+                best[rs] = torch.minimum(best[rs], members.min_per_row(fake_values[cs]))
+        for k in recall_ks:
+            res.real_in_fake[k][rs] |= _Members(sq, fake_sq_radii[k][cs], col_tol, False, exact_fn).any_per_row()
+        if realism_k is not None:
+            ratio = realism_num[rs, None] / sq
+            realism_max[cs] = torch.maximum(realism_max[cs], ratio.amax(0))
         if nearest:
-            # fakes: running top-t over reals (columns of this tile are fakes)
-            top_v, top_p = torch.topk(sq, min(t_near[0], n_r), dim=0, largest=False)
-            merged_v = torch.cat([f_vals[cs], top_v.T], 1)
-            merged_i = torch.cat([f_idx[cs], (top_p + i0).T], 1)
-            tv, tp = torch.topk(merged_v, t_near[0], dim=1, largest=False, sorted=True)
-            f_vals[cs], f_idx[cs] = tv, torch.gather(merged_i, 1, tp)
-            # reals: running top-t over fakes, row block by row block
-            if i0 != cur_row:
-                if r_v is not None:
-                    r_parts.append((r_v, r_i))
-                r_v = torch.full((n_r, 0), math.inf, dtype=cdt, device=dev)
-                r_i = torch.zeros((n_r, 0), dtype=torch.long, device=dev)
-                cur_row = i0
-            r_v, r_i = _merge_topk(r_v, r_i, sq, j0, t_near[1])
+            near_fake.update(cs, sq, 0, i0)
+            near_real.update(rs, sq, 1, j0)
 
-    if realism_num is not None:
-        res.realism = realism_max.to(torch.float64).sqrt()
+    if realism_k is not None:
+        res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
     if nearest:
-        r_parts.append((r_v, r_i))
-        rv = torch.cat([p[0] for p in r_parts])
-        ri = torch.cat([p[1] for p in r_parts])
-        v, i = refine_topk(real, fake, rv, ri, 1, False, truncated=t_near[1] < m)
-        res.real_nn_sq_dist, res.real_nn_index = v[:, 0], i[:, 0]
-        v, i = refine_topk(fake, real, f_vals, f_idx, 1, False, truncated=t_near[0] < n)
-        res.fake_nn_sq_dist, res.fake_nn_index = v[:, 0], i[:, 0]
+        res.real_nn_sq_dist, res.real_nn_index = refine_topk(
+            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m
+        )[1]
+        res.fake_nn_sq_dist, res.fake_nn_index = refine_topk(
+            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n
+        )[1]
     return res

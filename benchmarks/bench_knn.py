@@ -1,0 +1,130 @@
+"""Time and peak memory of the k-NN metrics, side by side with their baselines, in one process.
+
+For each size (N = M, D), on seeded Gaussian float32 features:
+
+* ``gemm``   - the three bare GEMMs an exact evaluation needs (X Xᵀ, Y Yᵀ, X Yᵀ): the floor;
+* ``ours``   - every k-NN score of the package from one shared pass (precision, recall,
+  density, coverage, realism, nearest neighbours for authenticity, the beta-recall minimum);
+* ``ours_cached`` - the same with the real side cached (the callback's steady state);
+* ``prdc``   - ``prdc.compute_prdc`` (4 scores, full matrices, float32 sklearn distances);
+* ``cdist``  - torch-fidelity-style full ``torch.cdist`` matrices + ``kthvalue`` (P/R/D/C),
+  only where the matrices fit in memory.
+
+Peak memory is the growth of the process's peak RSS during the call (``VmHWM``, reset
+between calls through ``/proc/self/clear_refs``), above what the features already occupy.
+
+Usage::
+
+    python benchmarks/bench_knn.py                       # 2,000/256, 5,000/1,024, 10,000/2,048
+    python benchmarks/bench_knn.py --sizes 1000x64 --skip prdc
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from lightning_prd.functional._engine import knn_pass
+
+
+def _rss_kib(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return 0
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def measure(fn: Callable[[], object]) -> Tuple[float, Optional[float]]:
+    """Seconds and peak-RSS growth (GiB) of one call."""
+    gc.collect()
+    ok = _reset_peak()
+    base = _rss_kib("VmRSS")
+    t0 = time.perf_counter()
+    fn()
+    dt = time.perf_counter() - t0
+    peak = (_rss_kib("VmHWM") - base) / 2**20 if ok else None
+    gc.collect()
+    return dt, peak
+
+
+def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
+    for a, b in ((real, real), (fake, fake), (real, fake)):
+        torch.mm(a, b.T)
+
+
+def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
+    c_g = fake.double().mean(0)
+    return knn_pass(
+        real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest=True, extra_real_ks=[1],
+        fake_values=(fake.double() - c_g).norm(dim=1), value_ks=[5], real_cache=cache,
+    )
+
+
+def cdist_full(real: torch.Tensor, fake: torch.Tensor, k: int = 5) -> None:
+    r_real = torch.cdist(real, real).kthvalue(k + 1, dim=1).values
+    r_fake = torch.cdist(fake, fake).kthvalue(k + 1, dim=1).values
+    d = torch.cdist(real, fake)
+    member = d <= r_real[:, None]
+    _ = (member.any(0).float().mean(), (d <= r_fake[None, :]).any(1).float().mean(), member.sum() / (k * len(fake)), member.any(1).float().mean())
+
+
+def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[float]]]:
+    g = torch.Generator().manual_seed(0)
+    real = torch.randn(n, dim, generator=g)
+    fake = 1.1 * torch.randn(n, dim, generator=g) + 0.1
+    rows: Dict[str, Tuple[float, Optional[float]]] = {}
+    rows["gemm"] = measure(lambda: bare_gemms(real, fake))
+    holder = {}
+    rows["ours"] = measure(lambda: holder.setdefault("res", ours(real, fake)))
+    rows["ours_cached"] = measure(lambda: ours(real, fake, cache=holder["res"].real))
+    if "prdc" not in skip:
+        try:
+            import prdc
+
+            rn, fk = real.numpy(), fake.numpy()
+            rows["prdc"] = measure(lambda: prdc.compute_prdc(real_features=rn, fake_features=fk, nearest_k=5))
+        except ImportError:
+            pass
+    full_bytes = 3 * n * n * 4 * 2
+    if "cdist" not in skip and full_bytes < 8 * 2**30:
+        rows["cdist"] = measure(lambda: cdist_full(real, fake))
+    return rows
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["2000x256", "5000x1024", "10000x2048"], help="NxD, N = M")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist"])
+    args = ap.parse_args(argv)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32\n")
+    print("| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for size in args.sizes:
+        n, dim = (int(v) for v in size.lower().split("x"))
+        r = run(n, dim, args.skip)
+        fmt = lambda key, i=0: f"{r[key][i]:.2f}" if key in r and r[key][i] is not None else "-"
+        ratio = lambda a, b: f"{r[a][0] / r[b][0]:.2f}x" if a in r and b in r else "-"
+        print(
+            f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
+            f"{ratio('ours_cached', 'ours')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | {fmt('cdist')} | "
+            f"{fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
