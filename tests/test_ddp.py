@@ -6,6 +6,7 @@ import torch
 from ddp_utils import run_ddp
 from lightning_prd import GenerativeMetrics, PrecisionRecall
 
+BLOCK = 12000  # small tiles: each rank gets several, so the split of the work is exercised
 G = torch.Generator().manual_seed(5)
 REAL = torch.randn(90, 5, generator=G)
 FAKE = 1.1 * torch.randn(70, 5, generator=G)
@@ -25,7 +26,7 @@ def _scores(metric):
 
 def _rank_fn(rank, world, split, reset_real):
     (r0, r1), (f0, f1) = SPLITS[split][rank]
-    m = GenerativeMetrics(realism=True, reset_real_features=reset_real)
+    m = GenerativeMetrics(realism=True, reset_real_features=reset_real, block_bytes=BLOCK)
     for s in range(r0, r1, 13):  # several batches per rank
         m.update(REAL[s : min(s + 13, r1)], real=True)
     if f1 > f0:
@@ -53,7 +54,7 @@ def ddp_results():
 
 
 def _single():
-    m = GenerativeMetrics(realism=True)
+    m = GenerativeMetrics(realism=True, block_bytes=BLOCK)
     m.update(REAL, real=True)
     m.update(FAKE, real=False)
     first = _scores(m)
@@ -92,3 +93,27 @@ def _width_mismatch(rank, world):
 def test_ddp_width_mismatch_is_a_clear_error():
     for msg in run_ddp(_width_mismatch):
         assert "one width" in msg
+
+
+def _count_tiles(rank, world, split_work):
+    from lightning_prd.functional import _shard
+
+    owned = []
+    orig = _shard.Shard.owns
+    _shard.Shard.owns = lambda self, c: owned.append(c) or orig(self, c)
+    m = GenerativeMetrics(block_bytes=BLOCK, split_work=split_work)
+    m.update(REAL[rank::2], real=True)
+    m.update(FAKE[rank::2], real=False)
+    out = {k: float(v) for k, v in m.compute().items()}
+    _shard.Shard.owns = orig
+    return out, sum(orig(_shard.Shard(rank, world), c) for c in owned), len(owned)
+
+
+def test_distance_work_is_split_across_ranks():
+    split = run_ddp(_count_tiles, True)
+    (out0, mine0, seen0), (out1, mine1, seen1) = split
+    assert out0 == out1
+    assert seen0 == seen1 and mine0 + mine1 == seen0  # every tile computed exactly once
+    assert abs(mine0 - mine1) <= 3  # and shared out evenly (3 passes, round-robin)
+    unsplit = run_ddp(_count_tiles, False)
+    assert unsplit[0][2] == 0 and unsplit[0][0] == out0  # no sharding, same scores

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import _knn
+from lightning_prd.functional._shard import Shard
 from lightning_prd.functional._validation import (
     as_features,
     check_block_bytes,
@@ -52,10 +53,10 @@ class RealSide:
             return False
         return self.points is points or bool(torch.equal(self.points, points))
 
-    def ensure_radii(self, ks: Sequence[int], block_bytes: int) -> None:
+    def ensure_radii(self, ks: Sequence[int], block_bytes: int, shard: Optional[Shard] = None) -> None:
         missing = sorted(set(ks) - set(self.sq_radii))
         if missing:
-            self.sq_radii.update(_knn.self_knn(self.prepared, missing, block_bytes))
+            self.sq_radii.update(_knn.self_knn(self.prepared, missing, block_bytes, shard))
 
 
 @dataclass
@@ -84,6 +85,7 @@ def knn_pass(
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
+    shard: Optional[Shard] = None,
 ) -> PassResult:
     """Run the k-NN passes that the requested reductions need, once.
 
@@ -98,6 +100,8 @@ def knn_pass(
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
         block_bytes: memory budget of one tile and its temporaries.
         real_cache: a :class:`RealSide` from an earlier call, reused when it matches ``real``.
+        shard: split the tile work across a process group (every rank must call with the
+            same features; each gets the full result).
     """
     real = as_features(real, "real")
     fake = as_features(fake, "fake")
@@ -112,9 +116,9 @@ def knn_pass(
         check_min_samples(fake, k, "fake")
 
     side = real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt)
-    side.ensure_radii(real_ks, block_bytes)
+    side.ensure_radii(real_ks, block_bytes, shard)
     fake_set = _knn.prepare(fake, side.centre, cdt)
-    fake_sq_radii = _knn.self_knn(fake_set, fake_ks, block_bytes) if fake_ks else {}
+    fake_sq_radii = _knn.self_knn(fake_set, fake_ks, block_bytes, shard) if fake_ks else {}
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
     cross = _knn.cross_pass(
@@ -129,5 +133,6 @@ def knn_pass(
         fake_values=fake_values,
         value_ks=sorted(set(value_ks)),
         block_bytes=block_bytes,
+        shard=shard,
     )
     return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0])

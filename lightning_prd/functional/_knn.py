@@ -33,6 +33,8 @@ from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.functional._shard import Shard
+
 #: Default memory budget, in bytes, for one distance tile and its temporaries.
 DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Extra candidates kept beyond k in running top-k lists, so that float64 refinement can
@@ -103,14 +105,19 @@ def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tu
     return rows, cols
 
 
-def tiles(a: PointSet, b: PointSet, block_bytes: int) -> Iterator[Tuple[int, int, Tensor]]:
-    """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks."""
+def tiles(a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None) -> Iterator[Tuple[int, int, Tensor]]:
+    """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks (only this
+    process's tiles when ``shard`` is given)."""
+    number = -1
     rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes)
     b_blocks = [b.block(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
     for i0 in range(0, len(a), rows):
         a_blk = a.block(slice(i0, i0 + rows))
         a_sq = a.sq_norms[i0 : i0 + rows, None]
         for j0 in range(0, len(b), cols):
+            number += 1
+            if shard is not None and not shard.owns(number):
+                continue
             b_blk = b_blocks[0] if b_blocks is not None else b.block(slice(j0, j0 + cols))
             sq = torch.addmm(b.sq_norms[None, j0 : j0 + cols], a_blk, b_blk.T, alpha=-2.0)
             sq.add_(a_sq).clamp_(min=0.0)
@@ -245,7 +252,9 @@ def _merge_into(vals: Tensor, idx: Tensor, rows: slice, new_v: Tensor, new_i: Te
     vals[rows], idx[rows] = top_v, torch.gather(all_i, 1, pos)
 
 
-def self_knn(points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLOCK_BYTES) -> Dict[int, Tensor]:
+def self_knn(
+    points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
+) -> Dict[int, Tensor]:
     """``NND_k`` for every ``k`` in ``ks``: distance to the k-th nearest *other* row.
 
     Only the tiles on and above the block diagonal are computed: each off-diagonal tile
@@ -253,6 +262,8 @@ def self_knn(points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLO
     work of a full pass). The diagonal is masked by index, so an exact duplicate still
     counts at distance 0. Returns exact float64 *squared* distances, one ``[n]`` tensor per
     ``k`` (squared, so that ``d^2 <= r^2`` comparisons stay exact; ``.sqrt()`` for radii).
+    With a ``shard``, this process computes its share of the tiles and the running lists are
+    merged across the group.
     """
     ks = sorted(set(int(k) for k in ks))
     n = len(points)
@@ -261,10 +272,15 @@ def self_knn(points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLO
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
     side = max(1, int(math.isqrt(max(1, block_bytes // (points.centre.element_size() * _TILE_TEMPORARIES)))))
+    number = -1
     for i0 in range(0, n, side):
         rows = slice(i0, min(i0 + side, n))
-        a_blk, a_sq = points.block(rows), points.sq_norms[rows, None]
+        a_blk, a_sq = None, points.sq_norms[rows, None]
         for j0 in range(i0, n, side):
+            number += 1
+            if shard is not None and not shard.owns(number):
+                continue
+            a_blk = points.block(rows) if a_blk is None else a_blk
             cols = slice(j0, min(j0 + side, n))
             b_blk = a_blk if j0 == i0 else points.block(cols)
             sq = torch.addmm(points.sq_norms[None, cols], a_blk, b_blk.T, alpha=-2.0)
@@ -276,6 +292,8 @@ def self_knn(points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLO
             if j0 != i0:
                 v, i = _tile_topk(sq, t, 0)
                 _merge_into(vals, idx, cols, v, i + i0, t)
+    if shard is not None:
+        vals, idx = shard.merge_topk(vals, idx)
     refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1)
     return {k: refined[k][0] for k in ks}
 
@@ -401,6 +419,7 @@ def cross_pass(
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: Optional[Shard] = None,
 ) -> CrossResult:
     """One pass over the real x fake tiles, reduced in both directions.
 
@@ -412,6 +431,7 @@ def cross_pass(
         nearest: also find exact nearest neighbours across the sets (both directions).
         fake_values, value_ks: per-fake values whose minimum over each real ball (radius k
             in ``value_ks``) is wanted.
+        shard: compute only this process's tiles and combine the accumulators across the group.
     """
     n, m = len(real), len(fake)
     dev, cdt = real.original.device, real.dtype
@@ -439,7 +459,7 @@ def cross_pass(
         near_real = _RunningNearest(n, min(1 + _SLACK, m), cdt, dev)
 
     real_sq64, fake_sq64 = real.sq_norms.to(torch.float64), fake.sq_norms.to(torch.float64)
-    for i0, j0, sq in tiles(real, fake, block_bytes):
+    for i0, j0, sq in tiles(real, fake, block_bytes, shard):
         n_r, n_c = sq.shape
         rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
 
@@ -467,6 +487,13 @@ def cross_pass(
             near_fake.update(cs, sq, 0, i0)
             near_real.update(rs, sq, 1, j0)
 
+    if shard is not None:
+        _combine(res, shard)
+        if realism_k is not None:
+            realism_max = shard.max(realism_max)
+        if nearest:
+            near_fake.vals, near_fake.idx = shard.merge_topk(near_fake.vals, near_fake.idx)
+            near_real.vals, near_real.idx = shard.merge_topk(near_real.vals, near_real.idx)
     if realism_k is not None:
         res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
     if nearest:
@@ -477,3 +504,15 @@ def cross_pass(
             fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n
         )[1]
     return res
+
+
+def _combine(res: CrossResult, shard: Shard) -> None:
+    """All-reduce the per-sample accumulators of a sharded cross pass."""
+    for k in res.fake_in_real:
+        res.fake_in_real[k] = shard.any(res.fake_in_real[k])
+        res.fake_ball_count[k] = shard.sum(res.fake_ball_count[k])
+        res.real_ball_hit[k] = shard.any(res.real_ball_hit[k])
+    for k in res.real_in_fake:
+        res.real_in_fake[k] = shard.any(res.real_in_fake[k])
+    for k in res.real_ball_min_value:
+        res.real_ball_min_value[k] = shard.min(res.real_ball_min_value[k])

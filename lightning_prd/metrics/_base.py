@@ -12,6 +12,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from lightning_prd._distributed import gather_features
 from lightning_prd.functional import _knn
 from lightning_prd.functional._engine import RealSide
+from lightning_prd.functional._shard import Shard, current_shard
 from lightning_prd.functional._validation import as_features, check_block_bytes
 
 
@@ -29,6 +30,9 @@ class FeatureMetric(Metric):
             k-NN radii, so the next evaluation only pays for the generated side.
         block_bytes: memory budget of one distance tile.
         dtype: GEMM dtype for k-NN distances (None: float32, or float64 for float64 features).
+        split_work: under DDP, after the features are gathered, split the distance tiles
+            across the ranks (each computes 1/W of them) and combine the results, instead of
+            every rank computing everything. Every rank still gets the full result.
         kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the
             uneven-rank gather above).
     """
@@ -43,6 +47,7 @@ class FeatureMetric(Metric):
         reset_real_features: bool = True,
         block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
         dtype: Optional[torch.dtype] = None,
+        split_work: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("dist_sync_fn", gather_features)
@@ -59,6 +64,7 @@ class FeatureMetric(Metric):
         self.reset_real_features = reset_real_features
         self.block_bytes = check_block_bytes(block_bytes)
         self.knn_dtype = dtype
+        self.split_work = bool(split_work)
         self._real_cache: Optional[RealSide] = None
         self.add_state("real_features", [], dist_reduce_fx="cat")
         self.add_state("fake_features", [], dist_reduce_fx="cat")
@@ -102,6 +108,12 @@ class FeatureMetric(Metric):
         cache = self._real_cache
         dtype = self.knn_dtype or (torch.float64 if real.dtype == torch.float64 else torch.float32)
         return cache if cache is not None and cache.matches(real, dtype) else None
+
+    def knn_shard(self) -> Optional[Shard]:
+        """This rank's share of the tile work when the states are synced across >1 ranks."""
+        if not self.split_work or not self._is_synced:
+            return None
+        return current_shard(self.process_group)
 
     def compute(self) -> Dict[str, Tensor]:  # type: ignore[override]
         real, fake = self._features("real"), self._features("fake")

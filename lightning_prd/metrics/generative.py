@@ -66,7 +66,7 @@ class GenerativeMetrics(FeatureMetric):
                 member_ks=member,
                 recall_ks=[self.k_pr] if self.k_pr is not None else [],
                 realism_k=(self.k_pr or 3) if self.realism else None,
-                dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=self.real_side(real),
+                dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=self.real_side(real), shard=self.knn_shard(),
             )
             self._real_cache = res.real
             if self.k_pr is not None:

@@ -1,0 +1,67 @@
+"""Splitting the k-NN tile work across the processes of a group, and combining the results.
+
+After a Metric's sync every rank holds all features. Instead of every rank computing every
+tile, rank ``r`` of ``W`` computes the tiles whose running number ``c`` has ``c % W == r``;
+per-sample accumulators are then combined by all-reduce (any: max, counts: sum, minima:
+min, maxima: max) and running top-k lists by all-gather and merge. Every rank ends with the
+same, complete result (no rank-0-only collective).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+
+@dataclass
+class Shard:
+    """This process's share: tile ``c`` is computed here when ``c % world == rank``."""
+
+    rank: int
+    world: int
+    group: Optional[Any] = None
+
+    def owns(self, tile_number: int) -> bool:
+        return tile_number % self.world == self.rank
+
+    def _reduce(self, t: Tensor, op: Any) -> Tensor:
+        if t.dtype == torch.bool:
+            u = t.to(torch.uint8)
+            dist.all_reduce(u, op=op, group=self.group)
+            return u.bool()
+        dist.all_reduce(t, op=op, group=self.group)
+        return t
+
+    def any(self, t: Tensor) -> Tensor:
+        return self._reduce(t, dist.ReduceOp.MAX)
+
+    def sum(self, t: Tensor) -> Tensor:
+        return self._reduce(t, dist.ReduceOp.SUM)
+
+    def min(self, t: Tensor) -> Tensor:
+        return self._reduce(t, dist.ReduceOp.MIN)
+
+    def max(self, t: Tensor) -> Tensor:
+        return self._reduce(t, dist.ReduceOp.MAX)
+
+    def merge_topk(self, vals: Tensor, idx: Tensor) -> Tuple[Tensor, Tensor]:
+        """Merge every rank's running ``t`` smallest (values, indices) per row."""
+        all_v = [torch.empty_like(vals) for _ in range(self.world)]
+        all_i = [torch.empty_like(idx) for _ in range(self.world)]
+        dist.all_gather(all_v, vals.contiguous(), group=self.group)
+        dist.all_gather(all_i, idx.contiguous(), group=self.group)
+        v, i = torch.cat(all_v, 1), torch.cat(all_i, 1)
+        top_v, pos = torch.topk(v, vals.shape[1], dim=1, largest=False, sorted=True)
+        return top_v, torch.gather(i, 1, pos)
+
+
+def current_shard(group: Optional[Any] = None) -> Optional[Shard]:
+    """The shard of this process in ``group`` when a process group with >1 ranks is running."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    world = dist.get_world_size(group)
+    return Shard(dist.get_rank(group), world, group) if world > 1 else None
