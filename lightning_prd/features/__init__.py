@@ -1,0 +1,50 @@
+"""Feature extractors: modules mapping a batch of samples to ``[n, D]`` features.
+
+* :class:`FeatureExtractor` — the protocol (``num_features`` and the input contract
+  ``input_dtype``, ``input_range``, ``input_size``; see :mod:`lightning_prd.features.base`).
+* :class:`Identity` — features and tabular data as they are.
+* :func:`get_extractor` — by name: ``"identity"``, ``"inception"``, ``"vgg16"``, ``"dinov2"``,
+  ``"clip"``, ``"random-cnn"``, or ``"module:callable"``. Pretrained networks load local
+  weights only (``weights=PATH`` or torch's hub cache) and need the ``images`` extra
+  (torchvision), imported only when such an extractor is built.
+* :func:`extract_features` — run an extractor over a tensor or a DataLoader in batches.
+* :func:`preprocess_images` — the explicit image preprocessing the image extractors share.
+
+Example:
+    >>> import torch
+    >>> from lightning_prd.features import extract_features, get_extractor
+    >>> extractor = get_extractor("random-cnn", num_features=8)
+    >>> images = torch.randint(0, 256, (5, 3, 24, 24), dtype=torch.uint8)
+    >>> tuple(extract_features(extractor, images, batch_size=2).shape)
+    (5, 8)
+"""
+
+from lightning_prd.features.base import FeatureExtractor, Identity, describe_contract, extract_features
+from lightning_prd.features.images import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ImageExtractor,
+    RandomConvNet,
+    as_float_images,
+    hub_checkpoint_dir,
+    preprocess_images,
+)
+from lightning_prd.features.registry import available_extractors, get_extractor, num_features_of, register_extractor
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "FeatureExtractor",
+    "Identity",
+    "ImageExtractor",
+    "RandomConvNet",
+    "as_float_images",
+    "available_extractors",
+    "describe_contract",
+    "extract_features",
+    "get_extractor",
+    "hub_checkpoint_dir",
+    "num_features_of",
+    "preprocess_images",
+    "register_extractor",
+]

@@ -1,0 +1,241 @@
+"""The feature-extractor protocol, the identity extractor, and batched extraction.
+
+A feature extractor is an :class:`torch.nn.Module` that maps a batch of ``n`` samples to an
+``[n, D]`` floating tensor. Besides ``forward`` it declares:
+
+* ``num_features`` (int): ``D``. Only :class:`Identity` may leave it ``None`` (width unknown
+  until it sees data).
+* ``input_dtype`` (``torch.dtype`` or None): the canonical dtype of its input. ``torch.uint8``
+  for image models (pixel values 0..255); ``None`` for features and tabular data (any
+  floating dtype).
+* ``input_range`` (``(low, high)`` or None): the value range of *floating* input. Image models
+  read floats in ``(0.0, 1.0)``: a float image equals the uint8 image divided by 255.
+* ``input_size`` (``(H, W)`` or None): the spatial size the network runs at. Images of any
+  other size are resized to it inside ``forward`` (bilinear, antialiased); None for non-images.
+
+:class:`FeatureExtractor` gives those attributes their defaults; any module or callable
+with ``num_features`` works where the package asks for an extractor (duck typing).
+:func:`extract_features` runs one over a tensor or a DataLoader in batches, without
+gradients, with an optional tqdm progress bar.
+
+Example:
+    >>> import torch
+    >>> from lightning_prd.features import Identity, extract_features
+    >>> feats = extract_features(Identity(), torch.randn(10, 4), batch_size=3)
+    >>> tuple(feats.shape)
+    (10, 4)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable, Iterator, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from lightning_prd.functional._validation import check_positive_int
+
+
+class FeatureExtractor(nn.Module):
+    """Base class of the package's extractors: a module mapping ``[n, ...]`` samples to ``[n, D]``.
+
+    Subclasses set ``num_features`` and the input contract (see the module docstring) and
+    implement ``forward``.
+    """
+
+    num_features: Optional[int] = None
+    input_dtype: Optional[torch.dtype] = None
+    input_range: Optional[Tuple[float, float]] = None
+    input_size: Optional[Tuple[int, int]] = None
+
+    def extra_repr(self) -> str:
+        return describe_contract(self)
+
+
+def describe_contract(extractor: Any) -> str:
+    """One line naming an extractor's output width and input contract.
+
+    Example:
+        >>> describe_contract(Identity(8))
+        'num_features=8, input_dtype=any float, input_range=None, input_size=None'
+    """
+    dtype = getattr(extractor, "input_dtype", None)
+    return (
+        f"num_features={getattr(extractor, 'num_features', None)}, "
+        f"input_dtype={'any float' if dtype is None else str(dtype).replace('torch.', '')}, "
+        f"input_range={getattr(extractor, 'input_range', None)}, input_size={getattr(extractor, 'input_size', None)}"
+    )
+
+
+class Identity(FeatureExtractor):
+    """Features in, features out: for precomputed embeddings and tabular data.
+
+    Samples with more than two dimensions are flattened to ``[n, prod(rest)]``.
+
+    Args:
+        num_features: expected width ``D``; if given, inputs of another width raise
+            ``ValueError``. None accepts any width.
+
+    Example:
+        >>> import torch
+        >>> Identity(num_features=3)(torch.zeros(2, 3)).shape
+        torch.Size([2, 3])
+        >>> Identity()(torch.zeros(2, 2, 2)).shape
+        torch.Size([2, 4])
+    """
+
+    def __init__(self, num_features: Optional[int] = None) -> None:
+        super().__init__()
+        self.num_features = None if num_features is None else check_positive_int(num_features, "num_features")
+
+    def forward(self, x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = torch.as_tensor(np.asarray(x))
+        if x.ndim < 2:
+            raise ValueError(
+                f"Expected samples of shape [n, D] (or [n, ...] to flatten), but got shape {tuple(x.shape)}"
+            )
+        if x.ndim > 2:
+            x = x.reshape(x.shape[0], -1)
+        if self.num_features is not None and x.shape[1] != self.num_features:
+            raise ValueError(f"Expected {self.num_features} features per sample, but got shape {tuple(x.shape)}")
+        return x
+
+
+def _first_tensor(batch: Any, where: str) -> Tensor:
+    """The samples of one batch: a tensor/array, or the first element of a tuple/list (``(x, y)``)."""
+    if isinstance(batch, (tuple, list)) and batch:
+        batch = batch[0]
+    if isinstance(batch, np.ndarray):
+        batch = torch.from_numpy(batch)
+    if not isinstance(batch, Tensor):
+        raise TypeError(
+            f"Expected {where} to yield tensors or (tensor, ...) tuples of samples, but got {type(batch).__name__}"
+        )
+    return batch
+
+
+def _batches(data: Any, batch_size: int) -> Iterator[Tensor]:
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(data)
+    if isinstance(data, Tensor):
+        if data.ndim == 0:
+            raise ValueError("Expected argument `data` to hold samples along dim 0, but got a 0-dim tensor")
+        for start in range(0, data.shape[0], batch_size):
+            yield data[start : start + batch_size]
+        return
+    if isinstance(data, (str, bytes, dict)) or not isinstance(data, Iterable):
+        raise TypeError(
+            f"Expected argument `data` to be a tensor, an array or a DataLoader of samples, but got {type(data).__name__}"
+        )
+    for batch in data:
+        yield _first_tensor(batch, "argument `data`")
+
+
+def _total(data: Any) -> Optional[int]:
+    if isinstance(data, (Tensor, np.ndarray)):
+        return int(data.shape[0]) if data.ndim else None
+    dataset = getattr(data, "dataset", None)
+    try:
+        return len(dataset) if dataset is not None else None  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _module_device(module: Any) -> torch.device:
+    if isinstance(module, nn.Module):
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            return tensor.device
+    return torch.device("cpu")
+
+
+def extract_features(
+    extractor: Any,
+    data: Union[Tensor, np.ndarray, Iterable[Any]],
+    *,
+    batch_size: int = 256,
+    device: Union[None, str, torch.device] = None,
+    output_device: Union[str, torch.device] = "cpu",
+    progress: bool = False,
+    desc: str = "features",
+) -> Tensor:
+    """Run ``extractor`` over ``data`` in batches, without gradients, and concatenate ``[n, D]``.
+
+    Args:
+        extractor: module or callable mapping a batch to ``[b, D]`` (e.g. from
+            :func:`~lightning_prd.features.get_extractor`). A module is put in eval mode for
+            the run and its previous mode restored afterwards.
+        data: a tensor/array of samples (split along dim 0 into ``batch_size`` chunks), or an
+            iterable of batches such as a DataLoader (a batch may be ``(x, label)``; the first
+            element is used).
+        batch_size: rows per forward pass for tensor input.
+        device: where to run; the extractor module is moved there (in place). Default: the
+            device of the extractor's parameters (CPU for a callable).
+        output_device: where the concatenated features go (CPU by default, to bound GPU memory).
+        progress: show a tqdm progress bar on stderr.
+        desc: the progress bar's label.
+
+    Returns:
+        ``[n, D]`` features, in the extractor's output dtype.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> loader = DataLoader(TensorDataset(torch.randn(7, 5), torch.zeros(7)), batch_size=4)
+        >>> tuple(extract_features(Identity(5), loader).shape)
+        (7, 5)
+    """
+    if not callable(extractor):
+        raise TypeError(f"Expected argument `extractor` to be callable, but got {type(extractor).__name__}")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if device is not None:
+        device = torch.device(device)
+        if isinstance(extractor, nn.Module):
+            extractor.to(device)
+    run_device = device if device is not None else _module_device(extractor)
+    from tqdm.auto import tqdm
+
+    was_training = extractor.training if isinstance(extractor, nn.Module) else None
+    if was_training:
+        extractor.eval()
+    chunks = []
+    width: Optional[int] = None
+    bar = tqdm(
+        total=_total(data),
+        desc=desc,
+        unit="sample",
+        disable=not progress,
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+    )
+    try:
+        with torch.no_grad():
+            for batch in _batches(data, batch_size):
+                if batch.shape[0] == 0:
+                    continue
+                out = extractor(batch.to(run_device))
+                if not isinstance(out, Tensor):
+                    raise TypeError(f"Expected the extractor to return a tensor [n, D], but got {type(out).__name__}")
+                if out.ndim != 2 or out.shape[0] != batch.shape[0]:
+                    raise ValueError(
+                        f"Expected the extractor to map a batch of {batch.shape[0]} samples to [{batch.shape[0]}, D], "
+                        f"but got shape {tuple(out.shape)}"
+                    )
+                if width is not None and out.shape[1] != width:
+                    raise ValueError(
+                        f"Expected the extractor to return {width} features per sample in every batch, "
+                        f"but got {out.shape[1]}"
+                    )
+                width = out.shape[1]
+                chunks.append(out.detach().to(output_device))
+                bar.update(batch.shape[0])
+    finally:
+        bar.close()
+        if was_training:
+            extractor.train(True)
+    if not chunks:
+        raise ValueError("Expected argument `data` to hold at least one sample, but it was empty")
+    return torch.cat(chunks)
