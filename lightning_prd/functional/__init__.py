@@ -3,8 +3,26 @@
 All maths of the package lives here; the Metric classes and the callback only call it.
 """
 
+from lightning_prd.functional._oneclass import train_oneclass
+from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precision_beta_recall, authenticity
+from lightning_prd.functional.audit import audit_samples, filter_fake
 from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
 
-__all__ = ["density_coverage", "frechet_distance", "precision_recall", "realism_score"]
+__all__ = [
+    "alpha_beta_masks",
+    "alpha_precision_beta_recall",
+    "audit_samples",
+    "authenticity",
+    "density_coverage",
+    "filter_fake",
+    "frechet_distance",
+    "prd_curve",
+    "prd_f_beta",
+    "prd_from_histograms",
+    "precision_recall",
+    "realism_score",
+    "train_oneclass",
+]

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 
 from torch import Tensor
 
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.prd import check_prd_options, prd_curve, prd_f_beta
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 from lightning_prd.metrics._base import FeatureMetric
 
+_PRD_DEFAULTS = dict(num_clusters=20, num_angles=1001, num_runs=10, seed=0, enforce_balance="subsample", beta=8)
+_AB_DEFAULTS = dict(num_alphas=30, k=5)
+
+
+def _options(value: Union[bool, Mapping[str, Any]], defaults: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
+    if value is False or value is None:
+        return None
+    if value is True:
+        return dict(defaults)
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(defaults)
+        if unknown:
+            raise ValueError(f"Expected argument `{name}` to hold only {sorted(defaults)}, but got unknown keys {sorted(unknown)}")
+        return {**defaults, **value}
+    raise ValueError(f"Expected argument `{name}` to be a bool or a dict of options, but got {value!r}")
+
 
 class GenerativeMetrics(FeatureMetric):
-    """Precision, recall, density, coverage, realism and Fréchet distance from one k-NN pass.
+    """Every score of the package from one k-NN pass: precision, recall, density, coverage,
+    realism, α-precision, β-recall, authenticity, plus the PRD curve and the Fréchet distance.
 
     The real x real, fake x fake and real x fake tiles are each computed once, whatever the
     set of scores; with ``reset_real_features=False`` the real radii are kept across resets.
@@ -25,10 +44,20 @@ class GenerativeMetrics(FeatureMetric):
         k_density_coverage: k of density/coverage (5, Naeem et al.); None to skip.
         realism: also return the per-sample realism scores (``"realism"``, ``[M]``) and their mean.
         frechet: also return the Fréchet distance.
+        prd: PRD curve (Sajjadi et al.): True, False, or a dict overriding
+            ``num_clusters=20, num_angles=1001, num_runs=10, seed=0, beta=8,
+            enforce_balance="subsample"`` (unequal set sizes are subsampled here rather than
+            refused, so an evaluation during training never fails on them).
+        alpha_beta: α-precision / β-recall / authenticity in the naive mode (Alaa et al.): True,
+            False, or a dict overriding ``num_alphas=30, k=5``. For the one-class embedding use
+            :class:`~lightning_prd.AlphaPrecisionBetaRecall`.
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
-    ``coverage``, ``frechet_distance`` (and ``realism``, ``realism_mean`` when asked).
+    ``coverage``, ``frechet_distance``; with ``prd``: ``f_beta``, ``f_inv_beta`` and the curves
+    ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
+    ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
+    ``beta_recall_curve``; with ``realism``: ``realism`` ``[M]`` and ``realism_mean``.
 
     Example:
         >>> import torch
@@ -49,24 +78,41 @@ class GenerativeMetrics(FeatureMetric):
         k_density_coverage: Optional[int] = 5,
         realism: bool = False,
         frechet: bool = True,
+        prd: Union[bool, Mapping[str, Any]] = True,
+        alpha_beta: Union[bool, Mapping[str, Any]] = True,
         **kwargs: Any,
     ) -> None:
         self.k_pr = None if k_precision_recall is None else check_positive_int(k_precision_recall, "k_precision_recall")
         self.k_dc = None if k_density_coverage is None else check_positive_int(k_density_coverage, "k_density_coverage")
         self.realism = bool(realism)
         self.frechet = bool(frechet)
+        self.prd = _options(prd, _PRD_DEFAULTS, "prd")
+        if self.prd is not None:
+            opts = {k: v for k, v in self.prd.items() if k != "beta"}
+            check_prd_options(**opts)
+        self.alpha_beta = _options(alpha_beta, _AB_DEFAULTS, "alpha_beta")
+        if self.alpha_beta is not None:
+            check_num_alphas(self.alpha_beta["num_alphas"])
+            check_positive_int(self.alpha_beta["k"], "alpha_beta['k']")
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         member = [k for k in (self.k_pr, self.k_dc) if k is not None]
+        ab = self.alpha_beta
         out: Dict[str, Tensor] = {}
-        if member or self.realism:
+        if member or self.realism or ab is not None:
+            dist_g = fake_centre_distance(fake) if ab is not None else None
             res = knn_pass(
                 real, fake,
                 member_ks=member,
                 recall_ks=[self.k_pr] if self.k_pr is not None else [],
                 realism_k=(self.k_pr or 3) if self.realism else None,
-                dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=self.real_side(real), shard=self.knn_shard(),
+                nearest=ab is not None,
+                extra_real_ks=[1] if ab is not None else [],
+                fake_values=dist_g,
+                value_ks=[ab["k"]] if ab is not None else [],
+                dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=self.real_side(real),
+                shard=self.knn_shard(),
             )
             self._real_cache = res.real
             if self.k_pr is not None:
@@ -78,6 +124,14 @@ class GenerativeMetrics(FeatureMetric):
             if self.realism:
                 out["realism"] = res.cross.realism.to(res.dtype)
                 out["realism_mean"] = out["realism"].clamp(max=1e30).mean()
+            if ab is not None:
+                out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
+        if self.prd is not None:
+            opts = dict(self.prd)
+            beta = opts.pop("beta")
+            precision, recall = prd_curve(real, fake, **opts)
+            out["f_beta"], out["f_inv_beta"] = prd_f_beta(precision, recall, beta=beta)
+            out["prd_precision"], out["prd_recall"] = precision, recall
         if self.frechet:
             out["frechet_distance"] = frechet_distance(real, fake)
         return out
