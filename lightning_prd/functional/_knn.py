@@ -15,7 +15,7 @@ memory budget (:data:`DEFAULT_BLOCK_BYTES`).
 Exactness. The GEMM identity loses accuracy when two points are close compared with their
 norms. Every *decision* the metrics take (a k-th neighbour, ``d <= r``, a nearest neighbour)
 is therefore taken on the GEMM value only when it is farther from the threshold than a
-rounding margin ``8 * sqrt(D + 1) * eps * (||a||^2 + ||b||^2)``; pairs inside the margin are
+rounding margin ``(2 sqrt(D + 1) + 8) * eps * (||a||^2 + ||b||^2)``; pairs inside the margin are
 recomputed in float64 from the original (uncentred) rows as ``sum((a - b)^2)``. Radii and
 nearest distances are always float64 values of that exact form. On data without ties the
 decisions equal those of a float64 oracle, and an exact copy sits at distance 0.
@@ -93,8 +93,15 @@ def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 819
 
 
 def _tol_factor(dtype: torch.dtype, dim: int) -> float:
-    """Relative rounding margin of a GEMM squared distance (see module docstring)."""
-    return 8.0 * math.sqrt(dim + 1) * torch.finfo(dtype).eps
+    """Relative rounding margin of a GEMM squared distance (see module docstring).
+
+    The dot product's rounding error grows like ``sqrt(D) * eps`` (random-walk accumulation;
+    blocked BLAS kernels do better), the norms and additions add a few ``eps``. Measured
+    on Gaussian and offset data the error stays below ``0.07 * sqrt(D + 1) * eps *
+    (||a||^2 + ||b||^2)`` at D = 2,048 and below ``1 * sqrt(D + 1) * eps * (...)`` at D = 8;
+    the margin is several times larger in both regimes.
+    """
+    return (2.0 * math.sqrt(dim + 1) + 8.0) * torch.finfo(dtype).eps
 
 
 def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tuple[int, int]:
@@ -135,7 +142,7 @@ def exact_sq_dist(a: Tensor, b: Tensor) -> Tensor:
     return diff.square_().sum(-1)
 
 
-def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: int = 4096) -> Tensor:
+def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: int = 1024) -> Tensor:
     """Float64 squared distances of the pairs ``(a[ia[t]], b[ib[t]])``, in chunks."""
     out = torch.empty(ia.shape[0], dtype=torch.float64, device=a.device)
     for s in range(0, ia.shape[0], chunk):
