@@ -1,10 +1,28 @@
 """lightning_prd: fidelity and diversity of generative models, measured apart, during training.
 
-Public API: the Metric classes below and :mod:`lightning_prd.functional`.
+Public API: the Metric classes and the Lightning callback below, :mod:`lightning_prd.functional`
+(pure functions), :mod:`lightning_prd.features` (extractors) and the ``lightning-prd`` command.
 """
 
-from lightning_prd.metrics import DensityCoverage, FrechetDistance, GenerativeMetrics, PrecisionRecall
+from lightning_prd.callback import PRDCallback
+from lightning_prd.metrics import (
+    AlphaPrecisionBetaRecall,
+    DensityCoverage,
+    FrechetDistance,
+    GenerativeMetrics,
+    PrecisionRecall,
+    PRDCurve,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["DensityCoverage", "FrechetDistance", "GenerativeMetrics", "PrecisionRecall", "__version__"]
+__all__ = [
+    "AlphaPrecisionBetaRecall",
+    "DensityCoverage",
+    "FrechetDistance",
+    "GenerativeMetrics",
+    "PRDCallback",
+    "PRDCurve",
+    "PrecisionRecall",
+    "__version__",
+]

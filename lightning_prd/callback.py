@@ -1,0 +1,435 @@
+"""``PRDCallback``: precision, recall, density, coverage (and PRD, α/β) of a generator while it trains.
+
+The callback owns the metric (:class:`~lightning_prd.GenerativeMetrics` by default). Every N
+epochs it samples the model with fixed, seeded noise, extracts features, computes the scores
+on every rank (the metric all-gathers the features), puts the scalars into
+``trainer.callback_metrics`` and hands scalars, curves and figures to one adapter per attached
+logger (:mod:`lightning_prd.loggers`).
+
+The implementation lives in :class:`PRDCallbackCore`, which uses the trainer and module only
+through attributes shared by ``pytorch_lightning`` and ``lightning.pytorch``; this module mixes
+it with ``pytorch_lightning.Callback`` and :mod:`lightning_prd.lightning` with
+``lightning.pytorch.Callback``.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from contextlib import contextmanager
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Union,
+)
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch import Tensor, nn
+
+from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
+from lightning_prd.metrics.generative import GenerativeMetrics
+
+SampleFn = Callable[[Any, int], Tensor]
+
+
+def rank_shard(total: int, rank: int, world_size: int) -> range:
+    """The contiguous block of ``range(total)`` that rank ``rank`` of ``world_size`` handles.
+
+    Blocks differ in size by at most one and, concatenated in rank order (as the metric's
+    all-gather does), give back ``range(total)`` in order. The callback splits both the
+    generated samples and the real set this way, so a DDP run sees the very sets of a
+    single-process run, in the same order (which even order-dependent steps, such as PRD's
+    seeded k-means, need to agree).
+
+    Example:
+        >>> [list(rank_shard(5, r, 2)) for r in range(2)]
+        [[0, 1, 2], [3, 4]]
+    """
+    base, extra = divmod(total, world_size)
+    start = rank * base + min(rank, extra)
+    return range(start, start + base + (rank < extra))
+
+
+class PRDCallbackCore:
+    """Everything of :class:`PRDCallback` except its Lightning base class (see that class)."""
+
+    def __init__(
+        self,
+        real: Union[Tensor, Iterable[Any]],
+        *,
+        sample_fn: Optional[SampleFn] = None,
+        feature_extractor: Optional[Callable[[Tensor], Tensor]] = None,
+        num_samples: int = 2048,
+        num_real: Optional[int] = None,
+        every_n_epochs: int = 1,
+        prefix: str = "prd/",
+        metric: Union[None, Mapping[str, Any], Any] = None,
+        seed: int = 0,
+        log_curves: bool = True,
+        batch_size: int = 1024,
+    ) -> None:
+        if isinstance(real, Tensor):
+            if real.ndim < 1 or real.shape[0] == 0:
+                raise ValueError(f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}")
+        elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
+            raise TypeError(f"Expected argument `real` to be a tensor or a DataLoader of real samples, but got {type(real).__name__}")
+        if sample_fn is not None and not callable(sample_fn):
+            raise TypeError(f"Expected argument `sample_fn` to be callable as sample_fn(pl_module, n), but got {sample_fn!r}")
+        if feature_extractor is not None and not callable(feature_extractor):
+            raise TypeError(f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}")
+        if num_real is not None:
+            check_positive_int(num_real, "num_real")
+        if not isinstance(prefix, str):
+            raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"Expected argument `seed` to be a non-negative integer, but got {seed!r}")
+        if not isinstance(log_curves, bool):
+            raise TypeError(f"Expected argument `log_curves` to be a bool, but got {log_curves!r}")
+        self.real = real
+        self.sample_fn = sample_fn
+        self.feature_extractor = feature_extractor
+        self.num_samples = check_positive_int(num_samples, "num_samples")
+        self.num_real = num_real
+        self.every_n_epochs = check_positive_int(every_n_epochs, "every_n_epochs")
+        self.prefix = prefix
+        self.seed = seed
+        self.log_curves = log_curves
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.metric = _build_metric(metric)
+        #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
+        self.history: List[Dict[str, float]] = []
+        #: the last ``compute()`` result, on the CPU (scalars and curves)
+        self.last_result: Dict[str, Tensor] = {}
+        self._real_ready = False
+        self._on_validation: Optional[bool] = None
+        self._adapters: Optional[List[LoggerAdapter]] = None
+        self._warned_curves = False
+
+    # ------------------------------------------------------------------ Lightning hooks
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(prefix=self.prefix)  # type: ignore[attr-defined]
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self.sample_fn is None and not callable(getattr(pl_module, "sample", None)):
+            raise ValueError(
+                f"PRDCallback needs generated samples: pass `sample_fn=lambda pl_module, n: ...` or give "
+                f"`{type(pl_module).__name__}` a `sample(n)` method returning n samples"
+            )
+        if stage == "fit":
+            self._adapters = None
+            self._clear_real()
+            if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the history
+                self.history = []
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self._on_validation = bool(getattr(trainer, "enable_validation", False))
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._on_validation and self._due(trainer):
+            self._evaluate(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._on_validation is False and self._due(trainer):
+            self._evaluate(trainer, pl_module)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"history": [dict(h) for h in self.history]}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        self.history = [dict(h) for h in state_dict.get("history", [])]
+
+    # ------------------------------------------------------------------ evaluation
+    def _due(self, trainer: Any) -> bool:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return False
+        epoch = trainer.current_epoch
+        if (epoch + 1) % self.every_n_epochs:
+            return False
+        return all(h["epoch"] != epoch for h in self.history)  # once per epoch, and not again after a resume
+
+    def _evaluate(self, trainer: Any, pl_module: Any) -> None:
+        device = pl_module.device
+        rank, world = trainer.global_rank, trainer.world_size
+        self.metric.to(device)
+        if isinstance(self.feature_extractor, nn.Module):
+            self.feature_extractor.to(device)
+        modules = [m for root in (pl_module, self.feature_extractor) if isinstance(root, nn.Module) for m in root.modules()]
+        modes = [(m, m.training) for m in modules]
+        try:
+            for m in modules:
+                m.eval()
+            with torch.no_grad():
+                if not self._real_ready:
+                    self._update_real(device, rank, world)
+                n_fake = len(rank_shard(self.num_samples, rank, world))
+                with _fixed_rng(self.seed + rank, device):
+                    for start in range(0, n_fake, self.batch_size):
+                        n = min(self.batch_size, n_fake - start)
+                        self.metric.update(self._features(self._sample(pl_module, n), device), real=False)
+                result = self.metric.compute()  # a collective under DDP: every rank gets here
+        finally:
+            for m, mode in modes:
+                m.training = mode  # per module, not recursive: submodules keep their own flags
+            self.metric.reset()
+            if getattr(self.metric, "reset_real_features", True):
+                self._real_ready = False
+        self._publish(trainer, result)
+
+    def _update_real(self, device: torch.device, rank: int, world: int) -> None:
+        try:
+            for chunk in self._real_chunks(rank, world):
+                self.metric.update(self._features(chunk, device), real=True)
+        except BaseException:
+            self._clear_real()  # no half-extracted real set survives a failure
+            raise
+        self._real_ready = True
+
+    def _publish(self, trainer: Any, result: Mapping[str, Any]) -> None:
+        epoch = int(trainer.current_epoch)
+        self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
+        scalars = {k: float(v) for k, v in self.last_result.items() if _is_scalar(v)}
+        curves = {
+            k: self.last_result[k].double().numpy().reshape(-1)
+            for k in CURVE_KEYS
+            if isinstance(self.last_result.get(k), Tensor) and self.last_result[k].ndim == 1
+        }
+        self.history.append({"epoch": epoch, **scalars})
+        prefixed = {f"{self.prefix}{k}": v for k, v in scalars.items()}
+        root = trainer.strategy.root_device
+        trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
+        if trainer.is_global_zero:
+            self._log(trainer, prefixed, curves, epoch)
+
+    def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
+        if self._adapters is None:
+            self._adapters = [adapter_for(logger, self.prefix) for logger in trainer.loggers]
+        step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
+        for adapter in self._adapters:
+            adapter.log_scalars(scalars, epoch, step)
+            if self.log_curves:
+                adapter.log_curves(curves, self.history, epoch)
+            adapter.flush()
+        blind = [type(a.logger).__name__ for a in self._adapters if not a.supports_curves]
+        if self.log_curves and not self._warned_curves and (blind or not self._adapters):
+            self._warned_curves = True
+            if blind:
+                what = f"the loggers {blind} get the scores only: curves and figures are skipped for them"
+            else:
+                what = "the trainer has no logger: the scores are in `trainer.callback_metrics`, curves are skipped"
+            warnings.warn(
+                f"PRDCallback: {what}. TensorBoardLogger, WandbLogger and CSVLogger (or any logger with a "
+                f"`log_dir`) show curves; pass `log_curves=False` to silence this.",
+                UserWarning,
+                stacklevel=2,
+            )
+
+    # ------------------------------------------------------------------ samples and features
+    def _sample(self, pl_module: Any, n: int) -> Tensor:
+        out = self.sample_fn(pl_module, n) if self.sample_fn is not None else pl_module.sample(n)
+        name = "sample_fn" if self.sample_fn is not None else f"{type(pl_module).__name__}.sample"
+        if not isinstance(out, Tensor):
+            raise TypeError(f"Expected `{name}(…, {n})` to return a tensor of {n} samples, but got {type(out).__name__}")
+        if out.ndim == 0 or out.shape[0] != n:
+            raise ValueError(f"Expected `{name}(…, {n})` to return {n} samples, but got shape {tuple(out.shape)}")
+        return out
+
+    def _features(self, x: Tensor, device: torch.device) -> Tensor:
+        x = x.to(device)
+        if self.feature_extractor is None:
+            return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
+        feats = self.feature_extractor(x)
+        if not isinstance(feats, Tensor):
+            raise TypeError(f"Expected `feature_extractor` to return a tensor [n, D], but got {type(feats).__name__}")
+        return feats
+
+    def _real_chunks(self, rank: int, world: int) -> Iterator[Tensor]:
+        if isinstance(self.real, Tensor):
+            mine = rank_shard(min(self.real.shape[0], self.num_real or self.real.shape[0]), rank, world)
+            for start in range(mine.start, mine.stop, self.batch_size):
+                yield self.real[start : min(start + self.batch_size, mine.stop)]
+            return
+        mine = rank_shard(self._real_total(), rank, world)
+        seen = 0
+        for batch in self.real:
+            if seen >= mine.stop:
+                break
+            x = _first_tensor(batch)
+            lo, hi = max(mine.start - seen, 0), min(mine.stop - seen, x.shape[0])
+            if hi > lo:
+                yield x[lo:hi]
+            seen += x.shape[0]
+
+    def _real_total(self) -> int:
+        """Rows of a real DataLoader: ``num_real`` capped by ``len(dataset)``, or counted in one pass."""
+        dataset = getattr(self.real, "dataset", None)
+        try:
+            total = len(dataset)  # type: ignore[arg-type]
+        except TypeError:
+            total = 0
+            for batch in self.real:
+                total += _first_tensor(batch).shape[0]
+                if self.num_real is not None and total >= self.num_real:
+                    break
+        if total == 0:
+            raise ValueError("Expected argument `real` to yield at least one sample, but the DataLoader was empty")
+        return min(total, self.num_real) if self.num_real is not None else total
+
+    def _clear_real(self) -> None:
+        """Drop cached real features (a new fit may shard the real set differently)."""
+        keep = getattr(self.metric, "reset_real_features", None)
+        if keep is False:
+            self.metric.reset_real_features = True
+            self.metric.reset()
+            self.metric.reset_real_features = False
+        else:
+            self.metric.reset()
+        self._real_ready = False
+
+
+class PRDCallback(PRDCallbackCore, pl.Callback):
+    """Sample the model every N epochs and log precision, recall, density, coverage, PRD and α/β scores.
+
+    Runs at the end of validation when the trainer validates (the module defines
+    ``validation_step`` and there is validation data), otherwise at the end of each training
+    epoch; on epochs ``e`` with ``(e + 1) % every_n_epochs == 0``; never during the sanity
+    check; once per epoch (with ``val_check_interval < 1``, at the first validation of the
+    epoch); only while fitting. The module is put in eval mode under ``torch.no_grad()`` and
+    every submodule's training flag is restored afterwards.
+
+    **Fixed noise.** Each evaluation samples inside a forked RNG (torch CPU and the module's CUDA
+    device, Python ``random``, NumPy) seeded with ``seed + global_rank``, so the same latent
+    codes are drawn every epoch and the user's global RNG state is left as it was.
+
+    **Distributed.** Rank ``r`` of ``W`` generates its contiguous share of ``num_samples`` and
+    embeds its contiguous block of the real rows (:func:`rank_shard`: no duplicates, and the
+    gathered sets keep the single-process order). The metric all-gathers the features and
+    every rank computes the same values, so every rank must reach the hook (it does under
+    Lightning). Real features are extracted once per fit (first
+    evaluation) and kept, with their k-NN radii, by ``GenerativeMetrics(reset_real_features=False)``.
+
+    Args:
+        real: a tensor of real samples ``[N, ...]`` or a DataLoader (any iterable) of batches
+            (a tensor, or a tuple/list whose first item is the tensor). A DataLoader must yield
+            the same rows in the same order on every rank (``shuffle=False``); its size is
+            ``len(loader.dataset)`` (or counted in one pass); each rank reads it up to the end
+            of its block and embeds only its rows.
+        sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples. Default:
+            ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
+            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG.
+        feature_extractor: module or callable mapping a batch of samples to ``[n, D]`` features,
+            applied to real and generated samples alike, under ``no_grad`` in eval mode (an
+            ``nn.Module`` is moved to the module's device). Default: identity (samples
+            flattened to ``[n, -1]``).
+        num_samples: generated samples per evaluation, over all ranks.
+        num_real: use at most this many real samples (the first ones); default all.
+        every_n_epochs: evaluate every N epochs.
+        prefix: key prefix of everything logged.
+        metric: ``None`` (``GenerativeMetrics(reset_real_features=False)``), a dict of
+            ``GenerativeMetrics`` options, or a Metric with ``update(features, real: bool)``,
+            ``compute() -> dict`` and ``reset()``. With ``reset_real_features=True`` the real
+            features are extracted again at each evaluation.
+        seed: base seed of the fixed noise.
+        log_curves: log curves and figures (scalars are always logged).
+        batch_size: chunk size for sampling and feature extraction.
+
+    Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
+    ``compute()`` is logged as ``P<name>``; with the default metric:
+
+    * ``Pprecision``, ``Precall``: k-NN precision and recall (Kynkäänniemi et al. 2019, k=3);
+    * ``Pdensity``, ``Pcoverage``: Naeem et al. 2020, k=5;
+    * ``Pfrechet_distance``: the FID formula on the features (lower is better);
+    * when the metric returns them: ``Pf_beta``, ``Pf_inv_beta`` (PRD F_8, F_1/8),
+      ``Palpha_precision``, ``Pbeta_recall``, ``Pauthenticity``.
+
+    They go to ``trainer.callback_metrics`` on every rank (so ``ModelCheckpoint(monitor=
+    "prd/coverage", mode="max")`` and ``EarlyStopping`` work) and, from rank 0, to every logger:
+    TensorBoard with the epoch as step; W&B with a ``Pepoch`` step metric and best-value
+    summaries; CSV and other loggers through ``log_metrics`` with an ``epoch`` column. Curves
+    (when ``log_curves``; PRD from ``prd_precision``/``prd_recall``, α/β from ``alphas``,
+    ``alpha_precision_curve``, ``beta_recall_curve``):
+
+    * ``Pprd_curve``: TensorBoard PR-curve dashboard entry per epoch; W&B line chart over an
+      accumulated table (one line per epoch);
+    * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` (precision over
+      recall across epochs): TensorBoard images, W&B ``wandb.Image``;
+    * CSV (and any logger with a ``log_dir``): ``<log_dir>/prd_curves/epoch_NNNN.csv`` and
+      ``<log_dir>/alpha_beta_curves/epoch_NNNN.csv``.
+
+    With no logger, or one that shows no curves, one warning says curves are skipped. Between
+    evaluations (``every_n_epochs > 1``) ``callback_metrics`` keeps the last values: give
+    ``ModelCheckpoint`` the same ``every_n_epochs`` so it does not act on stale scores.
+
+    ``history`` (one dict of plain scores per evaluation, with ``"epoch"``) is the callback's
+    checkpoint state: it survives save/resume, and a resumed run never re-evaluates an epoch
+    already in it.
+
+    Example:
+        >>> import torch
+        >>> from lightning_prd.callback import PRDCallback
+        >>> real = torch.randn(512, 2)
+        >>> cb = PRDCallback(real, sample_fn=lambda module, n: torch.randn(n, 2), num_samples=512)
+        >>> cb.state_key
+        "PRDCallback{'prefix': 'prd/'}"
+
+        Then ``pl.Trainer(callbacks=[cb, ModelCheckpoint(monitor="prd/coverage", mode="max")]).fit(model)``.
+    """
+
+
+def _build_metric(metric: Union[None, Mapping[str, Any], Any]) -> Any:
+    if metric is None:
+        return GenerativeMetrics(reset_real_features=False)
+    if isinstance(metric, Mapping):
+        options = {"reset_real_features": False, **metric}
+        return GenerativeMetrics(**options)
+    if all(callable(getattr(metric, name, None)) for name in ("update", "compute", "reset", "to")):
+        return metric
+    raise TypeError(
+        f"Expected argument `metric` to be None, a dict of GenerativeMetrics options or a Metric with "
+        f"update/compute/reset, but got {type(metric).__name__}"
+    )
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, Tensor):
+        return value.ndim == 0 and value.dtype != torch.bool
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _first_tensor(batch: Any) -> Tensor:
+    if isinstance(batch, (tuple, list)) and batch:
+        batch = batch[0]
+    if not isinstance(batch, Tensor):
+        raise TypeError(
+            f"Expected argument `real` to yield tensors or (tensor, ...) tuples, but a batch was {type(batch).__name__}"
+        )
+    return batch
+
+
+@contextmanager
+def _fixed_rng(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed torch (CPU and ``device``), ``random`` and NumPy inside; restore their states after."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    cuda = device.type == "cuda"
+    index = (device.index if device.index is not None else torch.cuda.current_device()) if cuda else None
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        torch.default_generator.manual_seed(seed)
+        if cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)

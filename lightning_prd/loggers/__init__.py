@@ -1,0 +1,21 @@
+"""Logger adapters: how each Lightning logger shows the callback's scalars, curves and figures.
+
+``adapter_for(logger, prefix)`` picks one by the logger's type:
+
+=====================  ==============================================================
+``TensorBoardLogger``  :class:`TensorBoardAdapter`: scalars by epoch, PR-curve dashboard,
+                       figures, a Custom Scalars layout
+``WandbLogger``        :class:`WandbAdapter`: scalars by epoch with best-value summaries,
+                       one accumulated curve table, figures as images
+``CSVLogger``          :class:`CSVAdapter`: scalar rows, curve points as CSV files
+other, with log_dir    :class:`CSVAdapter`
+other                  :class:`LoggerAdapter`: scalars only
+=====================  ==============================================================
+"""
+
+from lightning_prd.loggers.base import LoggerAdapter, adapter_for
+from lightning_prd.loggers.csv import CSVAdapter
+from lightning_prd.loggers.tensorboard import TensorBoardAdapter
+from lightning_prd.loggers.wandb import WandbAdapter
+
+__all__ = ["CSVAdapter", "LoggerAdapter", "TensorBoardAdapter", "WandbAdapter", "adapter_for"]

@@ -1,0 +1,100 @@
+"""Backend-neutral part of the logger adapters: the interface, the figures, the choice by type.
+
+An adapter wraps one Lightning logger and knows how that backend shows scalars, curves and
+figures. The callback calls adapters on global rank 0 only; they never run collectives.
+
+Curves arrive as a dict of 1-D numpy arrays under the metric's plain names (``prd_precision``,
+``prd_recall``, ``alphas``, ``alpha_precision_curve``, ``beta_recall_curve``); an adapter
+draws what is present and ignores the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence
+
+import numpy as np
+
+from lightning_prd import plotting
+
+PRD_KEYS = ("prd_precision", "prd_recall")
+ALPHA_BETA_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
+CURVE_KEYS = PRD_KEYS + ALPHA_BETA_KEYS
+
+
+class LoggerAdapter:
+    """Shows the callback's output in one backend. The default logs scalars only.
+
+    Args:
+        logger: the Lightning logger (``trainer.loggers[i]``).
+        prefix: the callback's key prefix, e.g. ``"prd/"``.
+    """
+
+    #: whether :meth:`log_curves` shows anything (False: the callback warns once that curves are skipped)
+    supports_curves = False
+
+    def __init__(self, logger: Any, prefix: str) -> None:
+        self.logger = logger
+        self.prefix = prefix
+
+    def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
+        """Log prefixed scalars. Default: ``logger.log_metrics`` with an ``epoch`` key at Lightning's step."""
+        self.logger.log_metrics({**metrics, "epoch": epoch}, step=step)
+
+    def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
+        """Log the curves of one evaluation and the trajectory of ``history`` (all evaluations so far)."""
+
+    def flush(self) -> None:
+        """End of one evaluation: write out what the backend buffers."""
+
+
+def has_prd(curves: Mapping[str, Any]) -> bool:
+    return all(k in curves for k in PRD_KEYS)
+
+
+def has_alpha_beta(curves: Mapping[str, Any]) -> bool:
+    return "alphas" in curves and any(k in curves for k in ALPHA_BETA_KEYS[1:])
+
+
+def build_figures(curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> Dict[str, Any]:
+    """Figures for one evaluation: ``prd_curve``, ``alpha_beta`` and ``trajectory``, when their data exist."""
+    figures: Dict[str, Any] = {}
+    if has_prd(curves):
+        figures["prd_curve"] = plotting.plot_prd_curve(
+            {f"epoch {epoch}": (curves["prd_precision"], curves["prd_recall"])}, title=f"PRD curve, epoch {epoch}"
+        )
+    if has_alpha_beta(curves):
+        figures["alpha_beta"] = plotting.plot_alpha_beta(
+            curves["alphas"], curves.get("alpha_precision_curve"), curves.get("beta_recall_curve"),
+            title=f"α-Precision / β-Recall, epoch {epoch}",
+        )
+    if any("precision" in h and "recall" in h for h in history):
+        figures["trajectory"] = plotting.plot_trajectory(history)
+    return figures
+
+
+def _type_names(obj: Any) -> List[str]:
+    return [cls.__name__ for cls in type(obj).__mro__]
+
+
+def adapter_for(logger: Any, prefix: str) -> LoggerAdapter:
+    """The adapter for one logger, chosen by its class (or a parent class) name.
+
+    ``TensorBoardLogger``, ``WandbLogger`` and ``CSVLogger`` get their own adapter, from
+    ``pytorch_lightning`` and ``lightning.pytorch`` alike; any other logger with a string
+    ``log_dir`` gets CSV curve files there; the rest get scalars only.
+    """
+    from lightning_prd.loggers.csv import CSVAdapter
+    from lightning_prd.loggers.tensorboard import TensorBoardAdapter
+    from lightning_prd.loggers.wandb import WandbAdapter
+
+    names = _type_names(logger)
+    for name, cls in (("TensorBoardLogger", TensorBoardAdapter), ("WandbLogger", WandbAdapter), ("CSVLogger", CSVAdapter)):
+        if name in names:
+            return cls(logger, prefix)
+    try:
+        log_dir = getattr(logger, "log_dir", None)
+    except Exception:  # noqa: BLE001 - some loggers compute log_dir lazily and may fail
+        log_dir = None
+    if isinstance(log_dir, str):
+        return CSVAdapter(logger, prefix)
+    return LoggerAdapter(logger, prefix)

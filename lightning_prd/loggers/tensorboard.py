@@ -1,0 +1,80 @@
+"""TensorBoard adapter: scalars by epoch, the PRD curve in the PR-curve dashboard, figures, a layout.
+
+What it writes (``P`` is the prefix, default ``prd/``):
+
+* ``P<score>`` scalars with the **epoch** as step;
+* ``Pprd_curve`` in the *PR Curves* dashboard (``add_pr_curve_raw``), recall on x, one entry per
+  epoch (step slider; runs overlay). The 1001 PRD points are downsampled to at most 127, the
+  plugin's limit, and every point gets TP=1, FP=TN=FN=0 so the plugin keeps them all (it trims
+  trailing points with TP+FP=0);
+* ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` images (``add_figure``);
+* once per writer, a *Custom Scalars* layout overlaying precision, recall, density and coverage
+  (and F_8/F_1/8, α-precision/β-recall/authenticity) in one chart per group.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, Sequence
+
+import numpy as np
+
+from lightning_prd.loggers.base import LoggerAdapter, build_figures, has_prd
+from lightning_prd.plotting import downsample
+
+#: the PR-curve plugin's largest number of points
+MAX_PR_POINTS = 127
+
+_GROUPS = {
+    "precision, recall, density, coverage": ["precision", "recall", "density", "coverage"],
+    "PRD: F_8 (recall) and F_1/8 (precision)": ["f_beta", "f_inv_beta"],
+    "α-precision, β-recall, authenticity": ["alpha_precision", "beta_recall", "authenticity"],
+    "Fréchet distance": ["frechet_distance"],
+}
+
+
+def custom_scalars_layout(prefix: str) -> Dict[str, Dict[str, List[Any]]]:
+    """The Custom Scalars layout: one multiline chart per group of scores, tags matched exactly.
+
+    Example:
+        >>> custom_scalars_layout("prd/")["prd/"]["Fréchet distance"]
+        ['Multiline', ['^prd/frechet_distance$']]
+    """
+    charts = {title: ["Multiline", [f"^{re.escape(prefix)}{n}$" for n in names]] for title, names in _GROUPS.items()}
+    return {prefix: charts}
+
+
+class TensorBoardAdapter(LoggerAdapter):
+    """Writes through ``logger.experiment``, a ``torch.utils.tensorboard.SummaryWriter``."""
+
+    supports_curves = True
+
+    def __init__(self, logger: Any, prefix: str) -> None:
+        super().__init__(logger, prefix)
+        self._layout_written = False
+
+    def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
+        writer = self.logger.experiment
+        if not self._layout_written:
+            writer.add_custom_scalars(custom_scalars_layout(self.prefix))
+            self._layout_written = True
+        for tag, value in metrics.items():
+            writer.add_scalar(tag, value, global_step=epoch)
+
+    def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
+        writer = self.logger.experiment
+        if has_prd(curves):
+            precision, recall = np.asarray(curves["prd_precision"]), np.asarray(curves["prd_recall"])
+            keep = downsample(len(precision), MAX_PR_POINTS)
+            n = len(keep)
+            writer.add_pr_curve_raw(
+                f"{self.prefix}prd_curve",
+                true_positive_counts=np.ones(n), false_positive_counts=np.zeros(n),
+                true_negative_counts=np.zeros(n), false_negative_counts=np.zeros(n),
+                precision=precision[keep], recall=recall[keep], global_step=epoch, num_thresholds=n,
+            )
+        for name, fig in build_figures(curves, history, epoch).items():
+            writer.add_figure(f"{self.prefix}figures/{name}", fig, global_step=epoch, close=True)
+
+    def flush(self) -> None:
+        self.logger.experiment.flush()

@@ -1,0 +1,87 @@
+"""Weights & Biases adapter: scalars against an epoch axis, accumulated curve tables, figures.
+
+What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix):
+
+* ``P<score>`` scalars plus ``Pepoch``; every key is declared with ``define_metric(key,
+  step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and run tables show
+  the best value (``max``; ``min`` for ``frechet_distance``);
+* ``Pprd_curve``: ``wandb.plot.line`` over ONE long-format ``wandb.Table`` (columns ``epoch``,
+  ``recall``, ``precision``) that accumulates every evaluated epoch, one line per epoch
+  (``stroke="epoch"``). A custom chart shows only its latest table, hence the accumulation.
+  Each epoch keeps at most 127 points of the PRD curve so the table stays small;
+* ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` as ``wandb.Image``.
+
+Everything of one evaluation goes into one ``run.log`` call (one W&B step).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence
+
+import numpy as np
+
+from lightning_prd.loggers.base import LoggerAdapter, build_figures, has_prd
+from lightning_prd.plotting import downsample, figure_to_array
+
+#: points per epoch kept in the accumulated PRD table
+TABLE_POINTS = 127
+#: scores where lower is better (summary ``min``)
+LOWER_IS_BETTER = ("frechet_distance",)
+
+
+class WandbAdapter(LoggerAdapter):
+    """Logs into ``logger.experiment`` (``wandb.Run``)."""
+
+    supports_curves = True
+
+    def __init__(self, logger: Any, prefix: str) -> None:
+        super().__init__(logger, prefix)
+        self.epoch_key = f"{prefix}epoch"
+        self._defined: set = set()
+        self._rows: List[List[float]] = []
+        self._pending: Dict[str, Any] = {}
+
+    def _define(self, run: Any, key: str, summary: Any = None) -> None:
+        if key in self._defined:
+            return
+        if not self._defined:
+            run.define_metric(self.epoch_key)
+            self._defined.add(self.epoch_key)
+        kwargs = {"step_metric": self.epoch_key}
+        if summary is not None:
+            kwargs["summary"] = summary
+        run.define_metric(key, **kwargs)
+        self._defined.add(key)
+
+    def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
+        run = self.logger.experiment
+        for key in metrics:
+            lower = key[len(self.prefix):] in LOWER_IS_BETTER
+            self._define(run, key, "min" if lower else "max")
+        self._pending = {**metrics, self.epoch_key: epoch}
+        # W&B commits a step per log call; wait for the curves (``flush``) to log them together.
+
+    def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
+        import wandb
+
+        run = self.logger.experiment
+        payload: Dict[str, Any] = {}
+        if has_prd(curves):
+            precision, recall = np.asarray(curves["prd_precision"]), np.asarray(curves["prd_recall"])
+            for i in downsample(len(precision), TABLE_POINTS):
+                self._rows.append([int(epoch), float(recall[i]), float(precision[i])])
+            table = wandb.Table(columns=["epoch", "recall", "precision"], data=self._rows)
+            payload[f"{self.prefix}prd_curve"] = wandb.plot.line(
+                table, "recall", "precision", stroke="epoch", title="PRD curve by epoch"
+            )
+        for name, fig in build_figures(curves, history, epoch).items():
+            payload[f"{self.prefix}figures/{name}"] = wandb.Image(figure_to_array(fig), caption=f"epoch {epoch}")
+        for key in payload:
+            self._define(run, key)
+        self._pending.update(payload)
+        self._pending.setdefault(self.epoch_key, epoch)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.logger.experiment.log(self._pending)
+            self._pending = {}

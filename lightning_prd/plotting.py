@@ -1,0 +1,149 @@
+"""Matplotlib figures of the scores: PRD curves, α-Precision/β-Recall curves, the trajectory over epochs.
+
+Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented API
+(no ``pyplot`` state, so it works under the Agg backend, in threads and on headless machines).
+matplotlib is imported when a function is called, never at import time.
+
+Example:
+    >>> import torch
+    >>> from lightning_prd.plotting import plot_trajectory
+    >>> history = [{"epoch": 0, "precision": 0.5, "recall": 0.2}, {"epoch": 1, "precision": 0.8, "recall": 0.6}]
+    >>> fig = plot_trajectory(history)
+    >>> fig.axes[0].get_xlabel()
+    'recall'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+ArrayLike = Any
+Curves = Union[Tuple[ArrayLike, ArrayLike], Mapping[str, Tuple[ArrayLike, ArrayLike]]]
+
+
+def _np(x: ArrayLike) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=float).reshape(-1)
+
+
+def _new_figure(size: Tuple[float, float] = (4.5, 4.0)) -> Tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, dpi=100, layout="constrained")
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def plot_prd_curve(curves: Curves, *, title: str = "PRD curve") -> Any:
+    """Precision (y) over recall (x) of one or several PRD curves (Sajjadi et al. 2018).
+
+    Args:
+        curves: ``(precision, recall)`` arrays, or a mapping ``label -> (precision, recall)``
+            to overlay several curves (e.g. epochs or runs).
+        title: axes title.
+
+    Example:
+        >>> from lightning_prd.plotting import plot_prd_curve
+        >>> fig = plot_prd_curve({"epoch 3": ([1.0, 0.5, 0.0], [0.0, 0.5, 1.0])})
+        >>> len(fig.axes[0].lines)
+        1
+    """
+    fig, ax = _new_figure()
+    items = curves.items() if isinstance(curves, Mapping) else [(None, curves)]
+    for label, (precision, recall) in items:
+        ax.plot(_np(recall), _np(precision), label=label, linewidth=1.5)
+    ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title=title)
+    ax.grid(alpha=0.3)
+    if isinstance(curves, Mapping) and curves:
+        ax.legend(loc="lower left", fontsize="small")
+    return fig
+
+
+def plot_alpha_beta(
+    alphas: ArrayLike,
+    alpha_precision_curve: Optional[ArrayLike] = None,
+    beta_recall_curve: Optional[ArrayLike] = None,
+    *,
+    title: str = "α-Precision / β-Recall",
+) -> Any:
+    """α-Precision and β-Recall curves against the diagonal of an ideal model (Alaa et al. 2022).
+
+    A curve above the diagonal means the model's mass is more concentrated than the data's,
+    below it means less. Either curve may be omitted.
+
+    Example:
+        >>> from lightning_prd.plotting import plot_alpha_beta
+        >>> fig = plot_alpha_beta([0, 0.5, 1], [0, 0.4, 1], [0, 0.6, 0.9])
+        >>> [line.get_label() for line in fig.axes[0].lines]
+        ['ideal', 'α-precision', 'β-recall']
+    """
+    fig, ax = _new_figure()
+    a = _np(alphas)
+    ax.plot([0, 1], [0, 1], linestyle="--", color="0.5", linewidth=1, label="ideal")
+    if alpha_precision_curve is not None:
+        ax.plot(a, _np(alpha_precision_curve), marker=".", label="α-precision")
+    if beta_recall_curve is not None:
+        ax.plot(a, _np(beta_recall_curve), marker=".", label="β-recall")
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="α, β (quantile of the support)", ylabel="score", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    return fig
+
+
+def plot_trajectory(
+    history: Sequence[Mapping[str, Any]],
+    *,
+    x: str = "recall",
+    y: str = "precision",
+    title: str = "precision–recall over epochs",
+    max_labels: int = 12,
+) -> Any:
+    """The path of ``(x, y)`` scores over epochs, each point labelled with its epoch.
+
+    Args:
+        history: one mapping per evaluation with an ``"epoch"`` key and the ``x`` and ``y``
+            keys (e.g. :attr:`lightning_prd.PRDCallback.history`). Entries missing a key are skipped.
+        x, y: score names for the axes (``coverage``/``density`` work too).
+        max_labels: label at most this many points with their epoch (first and last included).
+    """
+    fig, ax = _new_figure()
+    pts = [(int(h["epoch"]), float(h[x]), float(h[y])) for h in history if x in h and y in h]
+    if pts:
+        epochs, xs, ys = (np.array(v) for v in zip(*pts))
+        ax.plot(xs, ys, color="0.6", linewidth=1, zorder=1)
+        sc = ax.scatter(xs, ys, c=epochs, cmap="viridis", zorder=2, s=28)
+        shown = set(downsample(len(pts), max_labels).tolist()) if max_labels else set()
+        for i, (e, xi, yi) in enumerate(pts):
+            if i in shown:
+                ax.annotate(str(e), (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        fig.colorbar(sc, ax=ax, label="epoch")
+    top = max([1.0] + [p[2] for p in pts])
+    ax.set(xlim=(0, 1.02), ylim=(0, 1.02 * top), xlabel=x, ylabel=y, title=title)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def figure_to_array(fig: Any, close: bool = True) -> np.ndarray:
+    """Render a figure to an ``[H, W, 3]`` uint8 array (Agg canvas; no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba())[..., :3].copy()
+    if close:
+        fig.clear()
+    return image
+
+
+def downsample(n: int, points: int) -> np.ndarray:
+    """At most ``points`` indices spread evenly over ``range(n)``, ends included.
+
+    Example:
+        >>> downsample(1001, 5).tolist()
+        [0, 250, 500, 750, 1000]
+    """
+    if n <= points:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, points).round().astype(int))
