@@ -435,71 +435,33 @@ class _Counted:
 
 
 # ---------------------------------------------------------------------------- scores
-def _optional(name: str, module: str) -> Any:
-    """``lightning_prd.functional.<name>`` when it exists (from the package or its submodule), else None."""
-    import importlib
-
-    import lightning_prd.functional as functional
-
-    fn = getattr(functional, name, None)
-    if fn is None:
-        try:
-            fn = getattr(importlib.import_module(f"lightning_prd.functional.{module}"), name, None)
-        except ImportError:
-            fn = None
-    return fn
-
-
-def available_curves() -> Dict[str, bool]:
-    """Whether this installation provides PRD (``prd``) and alpha/beta (``alpha_beta``)."""
-    return {
-        "prd": _optional("prd_curve", "prd") is not None and _optional("prd_f_beta", "prd") is not None,
-        "alpha_beta": _optional("alpha_precision_beta_recall", "alpha_beta") is not None,
-    }
-
-
 class _Scorer:
-    """Scores of generated sets against one real set; the real side's k-NN radii are computed once."""
+    """Scores of generated sets against one real set, from one ``GenerativeMetrics`` pass per set;
+    the real side's k-NN radii are computed once."""
 
     def __init__(self, real: Tensor, args: argparse.Namespace, device: torch.device) -> None:
         from lightning_prd import GenerativeMetrics
 
         self.real, self.args, self.device = real.to(device), args, device
+        self.prd = not args.no_prd
+        self.alpha_beta = not args.no_alpha_beta
+        prd = dict(num_clusters=args.prd_clusters, num_runs=args.prd_runs, seed=args.seed, enforce_balance="subsample")
         self.metric = GenerativeMetrics(
-            k_precision_recall=args.k_pr, k_density_coverage=args.k_dc, frechet=True, reset_real_features=False
+            k_precision_recall=args.k_pr, k_density_coverage=args.k_dc, frechet=True, reset_real_features=False,
+            prd=prd if self.prd else False,
+            alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
         ).to(device)
         self.metric.update(self.real, real=True)
-        have = available_curves()
-        self.prd = have["prd"] and not args.no_prd
-        self.alpha_beta = have["alpha_beta"] and not args.no_alpha_beta
 
     def __call__(self, fake: Tensor) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
-        args, fake = self.args, fake.to(self.device)
-        self.metric.update(fake, real=False)
+        self.metric.update(fake.to(self.device), real=False)
         try:
             result = self.metric.compute()
         finally:
             self.metric.reset()
-        scores = {k: float(v) for k, v in result.items() if k in SCORES}
-        curves: Dict[str, np.ndarray] = {}
-        if self.prd:
-            precision, recall = _optional("prd_curve", "prd")(
-                self.real,
-                fake,
-                num_clusters=args.prd_clusters,
-                num_runs=args.prd_runs,
-                seed=args.seed,
-                enforce_balance="subsample",
-            )
-            f_beta, f_inv_beta = _optional("prd_f_beta", "prd")(precision, recall)
-            scores.update(f_beta=float(f_beta), f_inv_beta=float(f_inv_beta))
-            curves.update(prd_precision=_np(precision), prd_recall=_np(recall))
-        if self.alpha_beta:
-            alpha_beta = _optional("alpha_precision_beta_recall", "alpha_beta")
-            out = alpha_beta(self.real, fake, num_alphas=args.num_alphas, k=args.k_dc)
-            scores.update({k: float(out[k]) for k in ("alpha_precision", "beta_recall", "authenticity")})
-            curves.update({k: _np(out[k]) for k in ("alphas", "alpha_precision_curve", "beta_recall_curve")})
-        return {k: scores[k] for k in SCORES if k in scores}, curves
+        scores = {k: float(result[k]) for k in SCORES if k in result}
+        curves = {k: _np(v) for k, v in result.items() if v.ndim == 1}
+        return scores, curves
 
 
 def _np(x: Any) -> np.ndarray:
