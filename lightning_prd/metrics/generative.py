@@ -62,7 +62,7 @@ class GenerativeMetrics(FeatureMetric):
     Example:
         >>> import torch
         >>> from lightning_prd import GenerativeMetrics
-        >>> metric = GenerativeMetrics(k_precision_recall=1, k_density_coverage=1)
+        >>> metric = GenerativeMetrics(k_precision_recall=1, k_density_coverage=1, prd=False, alpha_beta=dict(k=1))
         >>> metric.update(torch.tensor([[0.0], [1.0], [2.0], [3.0]]), real=True)
         >>> metric.update(torch.tensor([[0.2], [0.8], [1.1], [7.0]]), real=False)
         >>> out = metric.compute()
