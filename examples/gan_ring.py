@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.metrics.generative import GenerativeMetrics
+from lightning_prd.sweep import plot_sweep, sweep_knob
 
 MODES, RADIUS, STD = 8, 2.0, 0.05
 SCORES = ("precision", "recall", "density", "coverage", "frechet_distance")
@@ -205,8 +206,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
             "real data (2nd sample)": score(real_test, ring(n_eval, seed=args.seed + 6)),
         }
         print_table("Scores on a fresh real sample (precision/density: fidelity; recall/coverage: diversity)", rows)
-        trade = {f"latent scale {s:g}": score(real_test, model.sample(n_eval, latent_scale=s))
-                 for s in SCALES}
+        # the knob sweep: one real side, the same noise for every value
+        sweep = sweep_knob(lambda s, n: model.sample(n, latent_scale=s), real_test, SCALES,
+                           num_samples=n_eval, seed=args.seed + 4)
+        trade = {f"latent scale {r['value']:g}": {k: v for k, v in r.items() if k != "value"} for r in sweep.rows()}
+        logger.experiment.add_figure("samples/latent_scale_sweep", plot_sweep(sweep, knob="scale "), global_step=epochs - 1)
         logger.experiment.add_figure("samples/ring", scatter_figure({
             "real": real_test, "trained GAN": model.sample(n_eval), "collapsed": ring(n_eval, seed=args.seed + 5, modes=[0, 1]),
         }), global_step=epochs - 1)

@@ -175,3 +175,20 @@ def test_plot(data):
     assert fig is not None
     fig, ax = m.plot([m.compute(), m.compute()])  # a history
     assert fig is not None
+
+
+def test_generative_error_bars_and_per_sample(data):
+    from lightning_prd.functional.uncertainty import score_spread
+
+    real, fake = data
+    m = GenerativeMetrics(error_bars=3, per_sample=True, prd=False)
+    _feed(m, real, fake, 1000)
+    out = m.compute()
+    ref = score_spread(real, fake, num_splits=3)
+    for name in ("precision", "recall", "density", "coverage"):
+        assert float(out[f"{name}_std"]) == pytest.approx(float(ref[name]["std"]), abs=1e-7)
+    assert out["realism"].shape == (110,) and out["inside_precision"].shape == (110,) and out["covered"].shape == (130,)
+    assert float(out["inside_precision"].float().mean()) == float(out["precision"])  # float32 scores
+    assert float(out["covered"].float().mean()) == float(out["coverage"])
+    with pytest.raises(ValueError, match="error_bars"):
+        GenerativeMetrics(error_bars=1)

@@ -50,32 +50,55 @@ def score_spread(
         >>> sorted(out), sorted(out["precision"])
         (['coverage', 'density', 'precision', 'recall'], ['mean', 'split_size', 'std', 'value'])
     """
-    num_splits = check_positive_int(num_splits, "num_splits")
-    if num_splits < 2:
-        raise ValueError(f"Expected argument `num_splits` to be at least 2 for a spread, but got {num_splits}")
     k_pr = check_positive_int(k_precision_recall, "k_precision_recall")
     k_dc = check_positive_int(k_density_coverage, "k_density_coverage")
     real, fake = as_features(real, "real"), as_features(fake, "fake")
+    full = knn_pass(real, fake, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes)
+    spread = split_spread(real, fake, num_splits=num_splits, k_precision_recall=k_pr, k_density_coverage=k_dc,
+                          seed=seed, dtype=dtype, block_bytes=block_bytes, real_cache=full.real)
+    values = _scores(full, k_pr, k_dc)
+    return {name: {"value": values[name], **spread[name]} for name in values}
+
+
+def _scores(res: Any, k_pr: int, k_dc: int) -> Dict[str, Tensor]:
+    return {
+        "precision": precision_from_pass(res, k_pr), "recall": recall_from_pass(res, k_pr),
+        "density": density_from_pass(res, k_dc), "coverage": coverage_from_pass(res, k_dc),
+    }
+
+
+def split_spread(
+    real: Tensor,
+    fake: Tensor,
+    *,
+    num_splits: int,
+    k_precision_recall: int,
+    k_density_coverage: int,
+    seed: int = 0,
+    dtype: Optional[torch.dtype] = None,
+    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    real_cache: Optional[Any] = None,
+) -> Dict[str, Dict[str, Tensor]]:
+    """Mean and standard deviation of the four scores over ``num_splits`` disjoint random parts of
+    ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused)."""
+    num_splits = check_positive_int(num_splits, "num_splits")
+    if num_splits < 2:
+        raise ValueError(f"Expected argument `num_splits` to be at least 2 for a spread, but got {num_splits}")
     size = fake.shape[0] // num_splits
-    if size < k_pr + 1:
+    if size < k_precision_recall + 1:
         raise ValueError(
             f"Expected argument `fake` to hold at least num_splits * (k_precision_recall + 1) = "
-            f"{num_splits * (k_pr + 1)} samples, but got {fake.shape[0]}"
+            f"{num_splits * (k_precision_recall + 1)} samples, but got {fake.shape[0]}"
         )
-
-    def scores(part: Tensor, cache: Any) -> Any:
-        res = knn_pass(real, part, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes, real_cache=cache)
-        vals = {
-            "precision": precision_from_pass(res, k_pr), "recall": recall_from_pass(res, k_pr),
-            "density": density_from_pass(res, k_dc), "coverage": coverage_from_pass(res, k_dc),
-        }
-        return vals, res.real
-
-    full, cache = scores(fake, None)
     perm = torch.randperm(fake.shape[0], generator=torch.Generator().manual_seed(int(seed))).to(fake.device)
-    parts = [scores(fake[perm[s * size : (s + 1) * size]], cache)[0] for s in range(num_splits)]
+    parts = []
+    for s in range(num_splits):
+        res = knn_pass(real, fake[perm[s * size : (s + 1) * size]], member_ks=[k_precision_recall, k_density_coverage],
+                       recall_ks=[k_precision_recall], dtype=dtype, block_bytes=block_bytes, real_cache=real_cache)
+        real_cache = res.real
+        parts.append(_scores(res, k_precision_recall, k_density_coverage))
     out = {}
-    for name, value in full.items():
+    for name in parts[0]:
         vals = torch.stack([p[name].to(torch.float64) for p in parts])
-        out[name] = {"value": value, "mean": vals.mean(), "std": vals.std(unbiased=True), "split_size": torch.tensor(size)}
+        out[name] = {"mean": vals.mean(), "std": vals.std(unbiased=True), "split_size": torch.tensor(size)}
     return out

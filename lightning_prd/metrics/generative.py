@@ -13,6 +13,7 @@ from lightning_prd.functional.density_coverage import coverage_from_pass, densit
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.prd import check_prd_options, prd_curve, prd_f_beta
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
+from lightning_prd.functional.uncertainty import split_spread
 from lightning_prd.metrics._base import FeatureMetric
 
 _PRD_DEFAULTS = dict(num_clusters=20, num_angles=1001, num_runs=10, seed=0, enforce_balance="subsample", beta=8)
@@ -51,6 +52,12 @@ class GenerativeMetrics(FeatureMetric):
         alpha_beta: α-precision / β-recall / authenticity in the naive mode (Alaa et al.): True,
             False, or a dict overriding ``num_alphas=30, k=5``. For the one-class embedding use
             :class:`~lightning_prd.AlphaPrecisionBetaRecall`.
+        error_bars: None (default), or a number S >= 2 of disjoint generated subsamples: adds
+            ``<name>_std`` for precision, recall, density and coverage, their standard deviation
+            over the S parts (each scored against the full real set; see
+            :func:`lightning_prd.functional.uncertainty.score_spread` for what it measures).
+        per_sample: also return ``realism`` ``[M]`` and ``inside_precision`` ``[M]`` per generated
+            sample and ``covered`` ``[N]`` per real sample, in the (gathered) order of ``update``.
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
@@ -80,12 +87,20 @@ class GenerativeMetrics(FeatureMetric):
         frechet: bool = True,
         prd: Union[bool, Mapping[str, Any]] = True,
         alpha_beta: Union[bool, Mapping[str, Any]] = True,
+        error_bars: Optional[int] = None,
+        per_sample: bool = False,
         **kwargs: Any,
     ) -> None:
         self.k_pr = None if k_precision_recall is None else check_positive_int(k_precision_recall, "k_precision_recall")
         self.k_dc = None if k_density_coverage is None else check_positive_int(k_density_coverage, "k_density_coverage")
-        self.realism = bool(realism)
+        self.per_sample = bool(per_sample)
+        self.realism = bool(realism) or self.per_sample
         self.frechet = bool(frechet)
+        if error_bars is not None and (isinstance(error_bars, bool) or not isinstance(error_bars, int) or error_bars < 2):
+            raise ValueError(f"Expected argument `error_bars` to be None or an integer >= 2, but got {error_bars!r}")
+        if error_bars is not None and (self.k_pr is None or self.k_dc is None):
+            raise ValueError("Expected `k_precision_recall` and `k_density_coverage` to be set when `error_bars` is used")
+        self.error_bars = error_bars
         self.prd = _options(prd, _PRD_DEFAULTS, "prd")
         if self.prd is not None:
             opts = {k: v for k, v in self.prd.items() if k != "beta"}
@@ -126,6 +141,15 @@ class GenerativeMetrics(FeatureMetric):
                 out["realism_mean"] = out["realism"].clamp(max=1e30).mean()
             if ab is not None:
                 out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
+            if self.per_sample:
+                out["inside_precision"] = res.cross.fake_in_real[self.k_pr or member[0]]
+                out["covered"] = res.cross.real_ball_hit[self.k_dc or member[-1]]
+            if self.error_bars is not None:
+                spread = split_spread(
+                    real, fake, num_splits=self.error_bars, k_precision_recall=self.k_pr,
+                    k_density_coverage=self.k_dc, dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=res.real,
+                )
+                out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
         if self.prd is not None:
             opts = dict(self.prd)
             beta = opts.pop("beta")
