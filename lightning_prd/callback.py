@@ -34,6 +34,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
+from lightning_prd import plotting
 from lightning_prd.functional._validation import check_positive_int
 from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
 from lightning_prd.metrics.generative import GenerativeMetrics
@@ -76,6 +77,8 @@ class PRDCallbackCore:
         seed: int = 0,
         log_curves: bool = True,
         batch_size: int = 1024,
+        log_images: bool = False,
+        num_images: int = 16,
     ) -> None:
         if isinstance(real, Tensor):
             if real.ndim < 1 or real.shape[0] == 0:
@@ -104,7 +107,12 @@ class PRDCallbackCore:
         self.seed = seed
         self.log_curves = log_curves
         self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.metric = _build_metric(metric)
+        if not isinstance(log_images, bool):
+            raise TypeError(f"Expected argument `log_images` to be a bool, but got {log_images!r}")
+        self.log_images = log_images
+        self.num_images = check_positive_int(num_images, "num_images")
+        self.metric = _build_metric(metric, per_sample=log_images)
+        self._images: List[Tensor] = []
         #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
         self.history: List[Dict[str, float]] = []
         #: the last ``compute()`` result, on the CPU (scalars and curves)
@@ -113,6 +121,7 @@ class PRDCallbackCore:
         self._on_validation: Optional[bool] = None
         self._adapters: Optional[List[LoggerAdapter]] = None
         self._warned_curves = False
+        self._warned_images = False
 
     # ------------------------------------------------------------------ Lightning hooks
     @property
@@ -172,10 +181,15 @@ class PRDCallbackCore:
                 if not self._real_ready:
                     self._update_real(device, rank, world)
                 n_fake = len(rank_shard(self.num_samples, rank, world))
+                keep = self.log_images and rank == 0
+                self._images = []
                 with _fixed_rng(self.seed + rank, device):
                     for start in range(0, n_fake, self.batch_size):
                         n = min(self.batch_size, n_fake - start)
-                        self.metric.update(self._features(self._sample(pl_module, n), device), real=False)
+                        samples = self._sample(pl_module, n)
+                        if keep:
+                            self._images.append(samples.detach().cpu())
+                        self.metric.update(self._features(samples, device), real=False)
                 result = self.metric.compute()  # a collective under DDP: every rank gets here
         finally:
             for m, mode in modes:
@@ -209,6 +223,40 @@ class PRDCallbackCore:
         trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
         if trainer.is_global_zero:
             self._log(trainer, prefixed, curves, epoch)
+            if self.log_images:
+                self._log_samples(trainer, epoch)
+
+    def _log_samples(self, trainer: Any, epoch: int) -> None:
+        """Rank 0: grids of its least realistic generated samples and of its real samples that no
+        generated sample covers (the modes the model misses), and a histogram of realism scores."""
+        fakes = torch.cat(self._images) if self._images else torch.empty(0)
+        self._images = []
+        realism, covered = self.last_result.get("realism"), self.last_result.get("covered")
+        if fakes.ndim != 4 or fakes.shape[1] not in (1, 3) or realism is None or covered is None:
+            if not self._warned_images:
+                self._warned_images = True
+                warnings.warn(
+                    "PRDCallback(log_images=True): sample images are logged only for image samples [n, 1 or 3, H, W] "
+                    "and a metric returning per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
+                    UserWarning, stacklevel=2,
+                )
+            return
+        mine = realism[: fakes.shape[0]]  # gathered order: rank 0's samples come first
+        worst = torch.argsort(mine)[: self.num_images]
+        grids = {"least_realistic": plotting.image_grid(fakes[worst])}
+        n_real0 = len(rank_shard(covered.shape[0], 0, trainer.world_size))
+        missed = (~covered[:n_real0]).nonzero().flatten()[: self.num_images].tolist()
+        if missed:
+            rows, offset = [], 0
+            for chunk in self._real_chunks(0, trainer.world_size):
+                rows += [chunk[i - offset] for i in missed if offset <= i < offset + chunk.shape[0]]
+                offset += chunk.shape[0]
+            if rows and rows[0].ndim == 3 and rows[0].shape[0] in (1, 3):
+                grids["uncovered_real"] = plotting.image_grid(torch.stack(rows))
+        finite = realism[torch.isfinite(realism)].double().numpy()
+        for adapter in self._adapters or []:
+            adapter.log_samples(grids, {"realism": finite} if finite.size else {}, epoch)
+            adapter.flush()
 
     def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
         if self._adapters is None:
@@ -341,6 +389,12 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
         seed: base seed of the fixed noise.
         log_curves: log curves and figures (scalars are always logged).
         batch_size: chunk size for sampling and feature extraction.
+        log_images: when samples are images ``[n, 1 or 3, H, W]``, also log (rank 0, TensorBoard and
+            W&B) a grid of the ``num_images`` least realistic generated samples, a grid of real samples
+            that no generated sample covers (the modes the model misses) and a histogram of realism
+            scores under ``<prefix>samples/...`` and ``<prefix>realism``. Off by default: rank 0 keeps its
+            generated samples of the evaluation in CPU memory until they are logged.
+        num_images: images per grid.
 
     Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
     ``compute()`` is logged as ``P<name>``; with the default metric:
@@ -385,11 +439,11 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     """
 
 
-def _build_metric(metric: Union[None, Mapping[str, Any], Any]) -> Any:
+def _build_metric(metric: Union[None, Mapping[str, Any], Any], per_sample: bool = False) -> Any:
     if metric is None:
-        return GenerativeMetrics(reset_real_features=False)
+        return GenerativeMetrics(reset_real_features=False, per_sample=per_sample)
     if isinstance(metric, Mapping):
-        options = {"reset_real_features": False, **metric}
+        options = {"reset_real_features": False, "per_sample": per_sample, **metric}
         return GenerativeMetrics(**options)
     if all(callable(getattr(metric, name, None)) for name in ("update", "compute", "reset", "to")):
         return metric

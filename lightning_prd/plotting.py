@@ -147,3 +147,29 @@ def downsample(n: int, points: int) -> np.ndarray:
     if n <= points:
         return np.arange(n)
     return np.unique(np.linspace(0, n - 1, points).round().astype(int))
+
+
+def image_grid(images: Any, nrow: int = 8, pad: int = 2) -> np.ndarray:
+    """A ``[H, W, 3]`` float grid in [0, 1] of ``[n, C, H, W]`` images (C = 1 or 3), min-max scaled.
+
+    Example:
+        >>> import torch
+        >>> image_grid(torch.rand(5, 3, 4, 4), nrow=4).shape
+        (14, 26, 3)
+    """
+    x = np.asarray(images.detach().cpu().float() if hasattr(images, "detach") else images, dtype=np.float64)
+    if x.ndim != 4 or x.shape[1] not in (1, 3):
+        raise ValueError(f"Expected images of shape [n, 1 or 3, H, W], but got shape {tuple(x.shape)}")
+    lo, hi = float(x.min()), float(x.max())
+    x = (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+    if x.shape[1] == 1:
+        x = np.repeat(x, 3, axis=1)
+    n, _, h, w = x.shape
+    cols = min(nrow, n)
+    rows = (n + cols - 1) // cols
+    grid = np.ones((rows * (h + pad) + pad, cols * (w + pad) + pad, 3))
+    for i in range(n):
+        r, c = divmod(i, cols)
+        top, left = pad + r * (h + pad), pad + c * (w + pad)
+        grid[top : top + h, left : left + w] = x[i].transpose(1, 2, 0)
+    return grid

@@ -43,6 +43,9 @@ class LoggerAdapter:
     def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
         """Log the curves of one evaluation and the trajectory of ``history`` (all evaluations so far)."""
 
+    def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
+        """Log image grids (``[H, W, 3]`` in [0, 1]) and histograms of per-sample values. Default: nothing."""
+
     def flush(self) -> None:
         """End of one evaluation: write out what the backend buffers."""
 

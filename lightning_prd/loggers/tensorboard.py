@@ -8,6 +8,8 @@ What it writes (``P`` is the prefix, default ``prd/``):
   plugin's limit, and every point gets TP=1, FP=TN=FN=0 so the plugin keeps them all (it trims
   trailing points with TP+FP=0);
 * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` images (``add_figure``);
+* with the callback's ``log_images``: ``Psamples/least_realistic`` and ``Psamples/uncovered_real``
+  image grids and a ``Prealism`` histogram;
 * once per writer, a *Custom Scalars* layout overlaying precision, recall, density and coverage
   (and F_8/F_1/8, α-precision/β-recall/authenticity) in one chart per group.
 """
@@ -75,6 +77,13 @@ class TensorBoardAdapter(LoggerAdapter):
             )
         for name, fig in build_figures(curves, history, epoch).items():
             writer.add_figure(f"{self.prefix}figures/{name}", fig, global_step=epoch, close=True)
+
+    def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
+        writer = self.logger.experiment
+        for name, grid in grids.items():
+            writer.add_image(f"{self.prefix}samples/{name}", grid, global_step=epoch, dataformats="HWC")
+        for name, values in histograms.items():
+            writer.add_histogram(f"{self.prefix}{name}", values, global_step=epoch)
 
     def flush(self) -> None:
         self.logger.experiment.flush()

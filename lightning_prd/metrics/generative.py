@@ -43,7 +43,7 @@ class GenerativeMetrics(FeatureMetric):
     Args:
         k_precision_recall: k of precision/recall (3, Kynkäänniemi et al.); None to skip.
         k_density_coverage: k of density/coverage (5, Naeem et al.); None to skip.
-        realism: also return the per-sample realism scores (``"realism"``, ``[M]``) and their mean.
+        realism: also return the per-sample realism scores (``"realism"``, ``[M]``).
         frechet: also return the Fréchet distance.
         prd: PRD curve (Sajjadi et al.): True, False, or a dict overriding
             ``num_clusters=20, num_angles=1001, num_runs=10, seed=0, beta=8,
@@ -64,7 +64,8 @@ class GenerativeMetrics(FeatureMetric):
     ``coverage``, ``frechet_distance``; with ``prd``: ``f_beta``, ``f_inv_beta`` and the curves
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
-    ``beta_recall_curve``; with ``realism``: ``realism`` ``[M]`` and ``realism_mean``.
+    ``beta_recall_curve``; with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is
+    reported: a sample at distance 0 from a kept real sample scores ``inf``).
 
     Example:
         >>> import torch
@@ -138,7 +139,6 @@ class GenerativeMetrics(FeatureMetric):
                 out["coverage"] = coverage_from_pass(res, self.k_dc)
             if self.realism:
                 out["realism"] = res.cross.realism.to(res.dtype)
-                out["realism_mean"] = out["realism"].clamp(max=1e30).mean()
             if ab is not None:
                 out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
             if self.per_sample:
