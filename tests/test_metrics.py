@@ -192,3 +192,26 @@ def test_generative_error_bars_and_per_sample(data):
     assert float(out["covered"].float().mean()) == float(out["coverage"])
     with pytest.raises(ValueError, match="error_bars"):
         GenerativeMetrics(error_bars=1)
+
+
+def test_feature_share_runs_the_extractor_once_per_batch(data):
+    from torchmetrics.wrappers import FeatureShare
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x[:, :4] * 2
+
+    real, fake = data
+    net = Counting()
+    shared = FeatureShare([PrecisionRecall(feature_extractor=net), DensityCoverage(feature_extractor=net)])
+    shared.update(real, real=True)
+    shared.update(fake, real=False)
+    out = shared.compute()
+    assert net.calls == 2  # one forward per batch, shared by both metrics
+    assert float(out["precision"]) == float(precision_recall(real[:, :4] * 2, fake[:, :4] * 2)[0])
+    assert float(out["coverage"]) == float(density_coverage(real[:, :4] * 2, fake[:, :4] * 2)[1])
