@@ -17,6 +17,7 @@ import warnings
 import pytest
 import pytorch_lightning as pl
 import torch
+from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -36,19 +37,8 @@ def sample_fn(pl_module, n):
     return FAKE[idx] * (0.5 + 0.5 * trainer.current_epoch)
 
 
-class Tiny(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def training_step(self, batch, batch_idx):
-        return (self.w - 1).pow(2).sum() + 0 * batch[0].sum()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    def train_dataloader(self):
-        return DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=2)
+class Tiny(TinyTrainable):
+    train_batch = 2
 
 
 class Dump(pl.Callback):

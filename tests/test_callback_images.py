@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, IMAGES, EventAccumulator
-from torch.utils.data import DataLoader, TensorDataset
+from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback
 
@@ -22,21 +22,8 @@ def _images(n, shift, seed):
     return torch.rand(n, 3, 6, 6, generator=g) * 0.2 + shift
 
 
-class ImageGAN(pl.LightningModule):
+class ImageGAN(TinyTrainable):
     """Generates 6x6 images of one of the two real 'modes' only (brightness 0.1 of 0.1 and 0.8)."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def training_step(self, batch, batch_idx):
-        return (self.w - 1).pow(2).sum() + 0 * batch[0].sum()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    def train_dataloader(self):
-        return DataLoader(TensorDataset(torch.zeros(4, 1)), batch_size=4)
 
     def sample(self, n):
         return torch.rand(n, 3, 6, 6) * 0.2 + 0.1

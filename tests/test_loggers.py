@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
+from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -70,20 +71,7 @@ class CurveMetric(GenerativeMetrics):
         return out
 
 
-class Tiny(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def training_step(self, batch, batch_idx):
-        return (self.w - 1).pow(2).sum() + 0 * batch[0].sum()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    def train_dataloader(self):
-        return DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4)
-
+class Tiny(TinyTrainable):
     def sample(self, n):  # collapsed at epoch 0 (one quadrant), full afterwards
         x = torch.randn(n, 2)
         return x.abs() if self.trainer.current_epoch == 0 else x
