@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.alpha_beta import fake_centre_distance
 
 
 def _rss_kib(key: str) -> int:
@@ -67,10 +68,9 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
 
 
 def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
-    c_g = fake.double().mean(0)
     return knn_pass(
         real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest=True, extra_real_ks=[1],
-        fake_values=(fake.double() - c_g).norm(dim=1), value_ks=[5], real_cache=cache,
+        fake_values=fake_centre_distance(fake), value_ks=[5], real_cache=cache,
     )
 
 

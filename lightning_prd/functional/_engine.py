@@ -15,6 +15,7 @@ from torch import Tensor
 
 from lightning_prd.functional import _knn
 from lightning_prd.functional._shard import Shard
+from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._validation import (
     as_features,
     check_block_bytes,
@@ -42,7 +43,7 @@ class RealSide:
 
     @classmethod
     def build(cls, points: Tensor, dtype: torch.dtype) -> "RealSide":
-        centre = points.to(torch.float64).mean(0)
+        centre = mean64(points)
         return cls(points=points, centre=centre, prepared=_knn.prepare(points, centre, dtype))
 
     def matches(self, points: Tensor, dtype: torch.dtype) -> bool:

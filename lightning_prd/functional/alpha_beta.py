@@ -52,6 +52,7 @@ from torch import Tensor
 from lightning_prd.functional import _knn
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
 from lightning_prd.functional._shard import Shard
+from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._oneclass import train_oneclass
 from lightning_prd.functional._validation import (
     as_features,
@@ -181,7 +182,7 @@ def _authentic_from_pass(res: PassResult) -> Tensor:
 
 def fake_centre_distance(fake: Tensor) -> Tensor:
     """``||y_j - c_g||`` with ``c_g`` the float64 mean of the generated set (beta-recall's values)."""
-    return _centre_distance(fake, torch.mean(fake, 0, dtype=torch.float64))
+    return _centre_distance(fake, mean64(fake))
 
 
 def _alpha_beta_from_features(
