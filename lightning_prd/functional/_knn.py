@@ -117,6 +117,8 @@ def tiles(a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = N
     process's tiles when ``shard`` is given)."""
     number = -1
     rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes)
+    if shard is not None:  # enough row blocks (4 per rank) for an even split
+        rows = min(rows, max(1, -(-len(a) // (4 * shard.world))))
     b_blocks = [b.block(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
     for i0 in range(0, len(a), rows):
         a_blk = a.block(slice(i0, i0 + rows))
@@ -279,6 +281,8 @@ def self_knn(
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
     side = max(1, int(math.isqrt(max(1, block_bytes // (points.centre.element_size() * _TILE_TEMPORARIES)))))
+    if shard is not None:  # enough tiles (about 4 per rank or more) for an even split
+        side = min(side, max(1, -(-n // (3 * shard.world))))
     number = -1
     for i0 in range(0, n, side):
         rows = slice(i0, min(i0 + side, n))
