@@ -29,7 +29,7 @@ def gather_features(x: Tensor, group: Optional[Any] = None) -> List[Tensor]:
     world = dist.get_world_size(group)
     empty = x.numel() == 0 and x.ndim != 2
     rows = 0 if empty else int(x.shape[0])
-    width = -1 if empty else int(x.reshape(rows, -1).shape[1]) if rows or x.ndim == 2 else -1
+    width = int(x.shape[1]) if x.ndim == 2 else (-1 if empty else int(x.reshape(rows, -1).shape[1]))
     meta = torch.tensor([rows, width, _code(x.dtype)], dtype=torch.long, device=x.device)
     metas = [torch.zeros_like(meta) for _ in range(world)]
     dist.all_gather(metas, meta, group=group)

@@ -118,3 +118,18 @@ def test_distance_work_is_split_across_ranks():
     assert abs(mine0 - mine1) <= 3  # and shared out evenly (3 passes, round-robin)
     unsplit = run_ddp(_count_tiles, False)
     assert unsplit[0][2] == 0 and unsplit[0][0] == out0  # no sharding, same scores
+
+
+def _empty_batch(rank, world):
+    m = PrecisionRecall()
+    m.update(REAL[rank::2], real=True)
+    m.update(FAKE[:40] if rank == 0 else FAKE[:0], real=False)  # rank 1: one empty [0, D] batch
+    return {k: float(v) for k, v in m.compute().items()}
+
+
+def test_ddp_rank_with_only_an_empty_batch():
+    ref = PrecisionRecall()
+    ref.update(torch.cat([REAL[0::2], REAL[1::2]]), real=True)
+    ref.update(FAKE[:40], real=False)
+    expected = {k: float(v) for k, v in ref.compute().items()}
+    assert run_ddp(_empty_batch) == [expected, expected]

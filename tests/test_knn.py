@@ -109,3 +109,16 @@ def test_device_agnostic(device, rng):
     dev = precision_recall(real.to(device), fake.to(device)) + density_coverage(real.to(device), fake.to(device))
     assert all(v.device.type == device for v in dev)
     assert [float(v) for v in cpu] == [float(v) for v in dev]
+
+
+def test_collapsed_duplicates_take_no_slow_path(rng, monkeypatch):
+    """A fake set of one repeated row: every k-th distance is exactly 0, which nothing can beat,
+    so no row needs the rigorous all-pairs fallback (it made the cost quadratic)."""
+    calls = []
+    orig = _knn._exact_rows_topk
+    monkeypatch.setattr(_knn, "_exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args))
+    real = torch.randn(300, 16, generator=rng)
+    fake = real[:1].repeat(300, 1)
+    p, r = precision_recall(real, fake, k=3)
+    assert sum(calls) == 0
+    assert float(p) == 1.0 and float(r) == pytest.approx(float(oracle.precision_recall(real.double().numpy(), fake.double().numpy(), k=3)[1]))

@@ -168,14 +168,15 @@ def _merge_topk(vals: Tensor, idx: Tensor, new_vals: Tensor, col0: int, t: int) 
 
 
 def _exact_rows_topk(
-    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float
+    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> Tuple[Tensor, Tensor]:
     """Exact float64 ``t`` nearest of ``a[rows]`` in ``b``, among pairs whose GEMM value is below
     ``bound`` (plus the margin): a rigorous fallback for rows where refinement was ambiguous."""
     sub = a.subset(rows)
     best_v = torch.full((len(rows), 0), math.inf, dtype=torch.float64, device=a.original.device)
     best_i = torch.zeros((len(rows), 0), dtype=torch.long, device=a.original.device)
-    for i0, j0, sq in tiles(sub, b, DEFAULT_BLOCK_BYTES):
+    for i0, j0, sq in tiles(sub, b, block_bytes // 2):  # float64 tiles: half the elements
         n_r, n_c = sq.shape
         tol = tol_f * (sub.sq_norms[i0 : i0 + n_r, None] + b.sq_norms[None, j0 : j0 + n_c])
         cand = sq.to(torch.float64) - tol <= bound[i0 : i0 + n_r, None]
@@ -190,7 +191,8 @@ def _exact_rows_topk(
 
 
 def _refine_rows(
-    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, k: int, exclude_self: bool, truncated: bool
+    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, k: int, exclude_self: bool, truncated: bool,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> Tuple[Tensor, Tensor]:
     """Exact ``k`` nearest of ``a[rows]`` from their GEMM candidate lists ``approx``/``idx``.
 
@@ -206,15 +208,17 @@ def _refine_rows(
     vals, ids = exact_sorted[:, :k], torch.gather(idx, 1, order)[:, :k]
     if truncated:
         margin = tol_f * (a.sq_norms[rows].to(torch.float64) + b.sq_norms.max().to(torch.float64))
-        unsafe = approx[:, -1].to(torch.float64) - margin < vals[:, -1]
+        # an exact k-th value of 0 cannot be beaten (ties at 0 give the same value)
+        unsafe = (approx[:, -1].to(torch.float64) - margin < vals[:, -1]) & (vals[:, -1] > 0)
         if bool(unsafe.any()):
             bad = unsafe.nonzero(as_tuple=True)[0]
-            vals[bad], ids[bad] = _exact_rows_topk(a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f)
+            vals[bad], ids[bad] = _exact_rows_topk(a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f, block_bytes)
     return vals, ids
 
 
 def refine_topk(
-    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool
+    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> Dict[int, Tuple[Tensor, Tensor]]:
     """Exact float64 squared distance and index of the k-th nearest neighbour, for each ``k``.
 
@@ -241,7 +245,7 @@ def refine_topk(
     out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
     if bool(uncertain.any()):
         rows = uncertain.nonzero(as_tuple=True)[0]
-        vals, ids = _refine_rows(a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated)
+        vals, ids = _refine_rows(a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated, block_bytes)
         for k in ks:
             out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
     return out
@@ -305,7 +309,7 @@ def self_knn(
                 _merge_into(vals, idx, cols, v, i + i0, t)
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
-    refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1)
+    refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes)
     return {k: refined[k][0] for k in ks}
 
 
@@ -509,10 +513,10 @@ def cross_pass(
         res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
     if nearest:
         res.real_nn_sq_dist, res.real_nn_index = refine_topk(
-            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m
+            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m, block_bytes=block_bytes
         )[1]
         res.fake_nn_sq_dist, res.fake_nn_index = refine_topk(
-            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n
+            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n, block_bytes=block_bytes
         )[1]
     return res
 

@@ -78,6 +78,7 @@ def split_spread(
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[Any] = None,
+    shard: Optional[Any] = None,
 ) -> Dict[str, Dict[str, Tensor]]:
     """Mean and standard deviation of the four scores over ``num_splits`` disjoint random parts of
     ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused)."""
@@ -94,7 +95,8 @@ def split_spread(
     parts = []
     for s in range(num_splits):
         res = knn_pass(real, fake[perm[s * size : (s + 1) * size]], member_ks=[k_precision_recall, k_density_coverage],
-                       recall_ks=[k_precision_recall], dtype=dtype, block_bytes=block_bytes, real_cache=real_cache)
+                       recall_ks=[k_precision_recall], dtype=dtype, block_bytes=block_bytes, real_cache=real_cache,
+                       shard=shard)
         real_cache = res.real
         parts.append(_scores(res, k_precision_recall, k_density_coverage))
     out = {}

@@ -104,10 +104,8 @@ class FeatureMetric(Metric):
         return feats
 
     def real_side(self, real: Tensor) -> Optional[RealSide]:
-        """The cached real side when it still matches ``real`` (else None)."""
-        cache = self._real_cache
-        dtype = self.knn_dtype or (torch.float64 if real.dtype == torch.float64 else torch.float32)
-        return cache if cache is not None and cache.matches(real, dtype) else None
+        """The cached real side (``knn_pass`` reuses it only if it still matches ``real``)."""
+        return self._real_cache
 
     def knn_shard(self) -> Optional[Shard]:
         """This rank's share of the tile work when the states are synced across >1 ranks."""

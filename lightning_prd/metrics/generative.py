@@ -95,6 +95,8 @@ class GenerativeMetrics(FeatureMetric):
         self.k_pr = None if k_precision_recall is None else check_positive_int(k_precision_recall, "k_precision_recall")
         self.k_dc = None if k_density_coverage is None else check_positive_int(k_density_coverage, "k_density_coverage")
         self.per_sample = bool(per_sample)
+        if self.per_sample and (self.k_pr is None or self.k_dc is None):
+            raise ValueError("Expected `k_precision_recall` and `k_density_coverage` to be set when `per_sample=True`")
         self.realism = bool(realism) or self.per_sample
         self.frechet = bool(frechet)
         if error_bars is not None and (isinstance(error_bars, bool) or not isinstance(error_bars, int) or error_bars < 2):
@@ -142,12 +144,13 @@ class GenerativeMetrics(FeatureMetric):
             if ab is not None:
                 out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
             if self.per_sample:
-                out["inside_precision"] = res.cross.fake_in_real[self.k_pr or member[0]]
-                out["covered"] = res.cross.real_ball_hit[self.k_dc or member[-1]]
+                out["inside_precision"] = res.cross.fake_in_real[self.k_pr]
+                out["covered"] = res.cross.real_ball_hit[self.k_dc]
             if self.error_bars is not None:
                 spread = split_spread(
                     real, fake, num_splits=self.error_bars, k_precision_recall=self.k_pr,
                     k_density_coverage=self.k_dc, dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=res.real,
+                    shard=self.knn_shard(),
                 )
                 out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
         if self.prd is not None:
