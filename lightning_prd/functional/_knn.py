@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional._shard import Shard
+from lightning_prd.functional._topk import merge_topk
 
 #: Default memory budget, in bytes, for one distance tile and its temporaries.
 DEFAULT_BLOCK_BYTES = 256 * 2**20
@@ -157,16 +158,6 @@ def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: int = 1024
 # --------------------------------------------------------------------------------------
 
 
-def _merge_topk(vals: Tensor, idx: Tensor, new_vals: Tensor, col0: int, t: int) -> Tuple[Tensor, Tensor]:
-    """Merge a tile's rows into running ``t`` smallest values (and their column indices)."""
-    new_idx = torch.arange(col0, col0 + new_vals.shape[1], device=new_vals.device).expand_as(new_vals)
-    all_vals = torch.cat([vals, new_vals], dim=1)
-    all_idx = torch.cat([idx, new_idx], dim=1)
-    t = min(t, all_vals.shape[1])
-    top_vals, pos = torch.topk(all_vals, t, dim=1, largest=False, sorted=True)
-    return top_vals, torch.gather(all_idx, 1, pos)
-
-
 def _exact_rows_topk(
     a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
@@ -186,7 +177,8 @@ def _exact_rows_topk(
         r_loc, c_loc = cand.nonzero(as_tuple=True)
         exact = torch.full((n_r, n_c), math.inf, dtype=torch.float64, device=sq.device)
         exact[r_loc, c_loc] = _exact_pairs(sub.original, b.original, i0 + r_loc, j0 + c_loc)
-        best_v, best_i = _merge_topk(best_v, best_i, exact, j0, t)
+        cols_idx = torch.arange(j0, j0 + n_c, device=sq.device).expand(n_r, n_c)
+        best_v, best_i = merge_topk([best_v, exact], [best_i, cols_idx], t)
     return best_v, best_i
 
 
@@ -259,10 +251,7 @@ def _tile_topk(sq: Tensor, t: int, dim: int) -> Tuple[Tensor, Tensor]:
 
 def _merge_into(vals: Tensor, idx: Tensor, rows: slice, new_v: Tensor, new_i: Tensor, t: int) -> None:
     """Merge candidate lists ``new_v``/``new_i`` into the running lists of ``rows`` (in place)."""
-    all_v = torch.cat([vals[rows], new_v], dim=1)
-    all_i = torch.cat([idx[rows], new_i], dim=1)
-    top_v, pos = torch.topk(all_v, t, dim=1, largest=False, sorted=True)
-    vals[rows], idx[rows] = top_v, torch.gather(all_i, 1, pos)
+    vals[rows], idx[rows] = merge_topk([vals[rows], new_v], [idx[rows], new_i], t)
 
 
 def self_knn(

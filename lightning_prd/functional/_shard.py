@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from lightning_prd.functional._topk import merge_topk
+
 
 @dataclass
 class Shard:
@@ -54,9 +56,7 @@ class Shard:
         all_i = [torch.empty_like(idx) for _ in range(self.world)]
         dist.all_gather(all_v, vals.contiguous(), group=self.group)
         dist.all_gather(all_i, idx.contiguous(), group=self.group)
-        v, i = torch.cat(all_v, 1), torch.cat(all_i, 1)
-        top_v, pos = torch.topk(v, vals.shape[1], dim=1, largest=False, sorted=True)
-        return top_v, torch.gather(i, 1, pos)
+        return merge_topk(all_v, all_i, vals.shape[1])
 
 
 def current_shard(group: Optional[Any] = None) -> Optional[Shard]:
