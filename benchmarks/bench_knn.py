@@ -69,7 +69,7 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
 
 def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
     return knn_pass(
-        real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest=True, extra_real_ks=[1],
+        real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest="fake", extra_real_ks=[1],
         fake_values=fake_centre_distance(fake), value_ks=[5], real_cache=cache,
     )
 

@@ -8,7 +8,7 @@ functions and the Metric classes turn those into scores.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -79,7 +79,7 @@ def knn_pass(
     member_ks: Sequence[int] = (),
     recall_ks: Sequence[int] = (),
     realism_k: Optional[int] = None,
-    nearest: bool = False,
+    nearest: Union[bool, str] = False,
     extra_real_ks: Sequence[int] = (),
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
@@ -95,7 +95,8 @@ def knn_pass(
         member_ks: k of the real balls for precision / density / coverage.
         recall_ks: k of the generated balls for recall.
         realism_k: k of the (median-pruned) real balls for the realism score.
-        nearest: also find nearest neighbours across the sets.
+        nearest: nearest neighbours across the sets (True: both directions; ``"fake"``: the
+            nearest real sample of each fake only).
         extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
         fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).

@@ -202,7 +202,7 @@ def _alpha_beta_from_features(
     fake_dist_g = fake_centre_distance(fake)
     res = knn_pass(
         real, fake,
-        nearest=True, extra_real_ks=[1], fake_values=fake_dist_g, value_ks=[k],
+        nearest="fake", extra_real_ks=[1], fake_values=fake_dist_g, value_ks=[k],
         dtype=dtype, block_bytes=block_bytes, real_cache=real_cache, shard=shard,
     )
     out = alpha_beta_from_pass(res, fake, fake_dist_g, num_alphas=num_alphas, k=k, real_center=real_center, per_sample=per_sample)
@@ -219,7 +219,7 @@ def alpha_beta_from_pass(
     real_center: Optional[Tensor] = None,
     per_sample: bool = False,
 ) -> Dict[str, Tensor]:
-    """The alpha/beta/authenticity outputs from a pass run with ``nearest=True``,
+    """The alpha/beta/authenticity outputs from a pass run with ``nearest="fake"`` (or True),
     ``extra_real_ks=[1]``, ``fake_values=fake_dist_g`` and ``value_ks=[k]``."""
     real = res.real.points
     # c_r: the engine's real side already holds the float64 real mean
@@ -405,7 +405,7 @@ def authenticity(
     """
     real = as_features(real, "real")
     check_min_samples(real, 1, "real")
-    res = knn_pass(real, fake, nearest=True, extra_real_ks=[1], dtype=dtype, block_bytes=block_bytes)
+    res = knn_pass(real, fake, nearest="fake", extra_real_ks=[1], dtype=dtype, block_bytes=block_bytes)
     return _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
 
 

@@ -62,7 +62,7 @@ def audit_samples(
     check_pair(real_t, fake_v)
     dist_g = fake_centre_distance(fake_v)
     res = knn_pass(
-        real_t, fake_v, member_ks=[k_p, k_c], recall_ks=[k_p], realism_k=k_p, nearest=True,
+        real_t, fake_v, member_ks=[k_p, k_c], recall_ks=[k_p], realism_k=k_p, nearest="fake",
         extra_real_ks=[1], fake_values=dist_g, value_ks=[k_c], dtype=dtype, block_bytes=block_bytes,
     )
     ab = alpha_beta_from_pass(res, fake_v, dist_g, num_alphas=num_alphas, k=k_c, per_sample=True)

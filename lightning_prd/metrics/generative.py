@@ -125,7 +125,7 @@ class GenerativeMetrics(FeatureMetric):
                 member_ks=member,
                 recall_ks=[self.k_pr] if self.k_pr is not None else [],
                 realism_k=(self.k_pr or 3) if self.realism else None,
-                nearest=ab is not None,
+                nearest="fake" if ab is not None else False,
                 extra_real_ks=[1] if ab is not None else [],
                 fake_values=dist_g,
                 value_ks=[ab["k"]] if ab is not None else [],
