@@ -453,10 +453,17 @@ class _Scorer:
         self.metric.update(self.real, real=True)
 
     def __call__(self, fake: Tensor) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
+        from tqdm.auto import tqdm
+
+        from lightning_prd.functional._knn import tile_progress
+
         self.metric.update(fake.to(self.device), real=False)
+        bar = tqdm(desc="k-NN distance tiles", unit="tile", disable=self.args.quiet or not sys.stderr.isatty())
         try:
-            result = self.metric.compute()
+            with tile_progress(bar.update):
+                result = self.metric.compute()
         finally:
+            bar.close()
             self.metric.reset()
         scores = {k: float(result[k]) for k in SCORES if k in result}
         curves = {k: _np(v) for k, v in result.items() if v.ndim == 1}

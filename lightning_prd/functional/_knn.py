@@ -27,6 +27,7 @@ balls are closed (``d <= r``).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, Union
 
@@ -43,6 +44,34 @@ DEFAULT_BLOCK_BYTES = 256 * 2**20
 _SLACK = 4
 #: Number of temporaries of tile size alive at once (distance tile, masks, ratios).
 _TILE_TEMPORARIES = 6
+#: Called once per computed tile when set (see :func:`tile_progress`).
+_ON_TILE: Optional[Callable[[], None]] = None
+
+
+@contextmanager
+def tile_progress(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback()`` after every distance tile computed inside the ``with`` block (progress bars).
+
+    Example:
+        >>> import torch
+        >>> from lightning_prd.functional import precision_recall
+        >>> ticks = []
+        >>> with tile_progress(lambda: ticks.append(1)):
+        ...     _ = precision_recall(torch.randn(20, 2), torch.randn(20, 2))
+        >>> len(ticks) > 0
+        True
+    """
+    global _ON_TILE
+    previous, _ON_TILE = _ON_TILE, callback
+    try:
+        yield
+    finally:
+        _ON_TILE = previous
+
+
+def _tick() -> None:
+    if _ON_TILE is not None:
+        _ON_TILE()
 
 
 # --------------------------------------------------------------------------------------
@@ -118,7 +147,9 @@ def _sq_tile(buf: Tensor, a_blk: Tensor, a_sq: Tensor, b_blk: Tensor, b_sq: Tens
     one allocation per pass instead of one per tile. The tile is valid until the next call."""
     out = buf[: a_blk.shape[0] * b_blk.shape[0]].view(a_blk.shape[0], b_blk.shape[0])
     torch.add(a_sq, b_sq[None, :], out=out)
-    return out.addmm_(a_blk, b_blk.T, alpha=-2.0).clamp_(min=0.0)
+    out.addmm_(a_blk, b_blk.T, alpha=-2.0).clamp_(min=0.0)
+    _tick()
+    return out
 
 
 def tiles(a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None) -> Iterator[Tuple[int, int, Tensor]]:
