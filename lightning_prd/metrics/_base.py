@@ -97,6 +97,10 @@ class FeatureMetric(Metric):
     def _features(self, which: str) -> Tensor:
         state = getattr(self, f"{which}_features")
         feats = dim_zero_cat(state) if isinstance(state, list) and state else state
+        if isinstance(state, list) and len(state) > 1 and not self._is_synced:
+            # keep the concatenation as the state: one copy of the features, and the real-side
+            # cache (which holds this tensor) is then recognised by identity on the next compute
+            state[:] = [feats]
         if isinstance(feats, list) or feats.numel() == 0:
             raise ValueError(
                 f"No {which} features accumulated: call `update(features, real={which == 'real'})` before `compute()`"
