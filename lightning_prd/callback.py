@@ -35,7 +35,8 @@ import torch
 from torch import Tensor, nn
 
 from lightning_prd import plotting
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.features.base import first_tensor
+from lightning_prd.functional._validation import check_int, check_positive_int
 from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
 from lightning_prd.metrics.generative import GenerativeMetrics
 
@@ -93,8 +94,7 @@ class PRDCallbackCore:
             check_positive_int(num_real, "num_real")
         if not isinstance(prefix, str):
             raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"Expected argument `seed` to be a non-negative integer, but got {seed!r}")
+        check_int(seed, "seed", minimum=0)
         if not isinstance(log_curves, bool):
             raise TypeError(f"Expected argument `log_curves` to be a bool, but got {log_curves!r}")
         self.real = real
@@ -311,7 +311,7 @@ class PRDCallbackCore:
         for batch in self.real:
             if seen >= mine.stop:
                 break
-            x = _first_tensor(batch)
+            x = first_tensor(batch, "argument `real`")
             lo, hi = max(mine.start - seen, 0), min(mine.stop - seen, x.shape[0])
             if hi > lo:
                 yield x[lo:hi]
@@ -325,7 +325,7 @@ class PRDCallbackCore:
         except TypeError:
             total = 0
             for batch in self.real:
-                total += _first_tensor(batch).shape[0]
+                total += first_tensor(batch, "argument `real`").shape[0]
                 if self.num_real is not None and total >= self.num_real:
                     break
         if total == 0:
@@ -457,16 +457,6 @@ def _is_scalar(value: Any) -> bool:
     if isinstance(value, Tensor):
         return value.ndim == 0 and value.dtype != torch.bool
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _first_tensor(batch: Any) -> Tensor:
-    if isinstance(batch, (tuple, list)) and batch:
-        batch = batch[0]
-    if not isinstance(batch, Tensor):
-        raise TypeError(
-            f"Expected argument `real` to yield tensors or (tensor, ...) tuples, but a batch was {type(batch).__name__}"
-        )
-    return batch
 
 
 @contextmanager

@@ -104,7 +104,7 @@ class Identity(FeatureExtractor):
         return x
 
 
-def _first_tensor(batch: Any, where: str) -> Tensor:
+def first_tensor(batch: Any, where: str) -> Tensor:
     """The samples of one batch: a tensor/array, or the first element of a tuple/list (``(x, y)``)."""
     if isinstance(batch, (tuple, list)) and batch:
         batch = batch[0]
@@ -131,7 +131,7 @@ def _batches(data: Any, batch_size: int) -> Iterator[Tensor]:
             f"Expected argument `data` to be a tensor, an array or a DataLoader of samples, but got {type(data).__name__}"
         )
     for batch in data:
-        yield _first_tensor(batch, "argument `data`")
+        yield first_tensor(batch, "argument `data`")
 
 
 def _total(data: Any) -> Optional[int]:

@@ -36,7 +36,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.functional._validation import as_features, check_positive_int
+from lightning_prd.functional._validation import as_features, check_int, check_positive_int
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
 _CENTER_EPS = 0.1
@@ -144,8 +144,7 @@ def train_oneclass(
     num_layers = check_positive_int(num_layers, "num_layers")
     epochs = check_positive_int(epochs, "epochs")
     batch_size = check_positive_int(batch_size, "batch_size")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"Expected argument `seed` to be an integer, but got {seed!r}")
+    check_int(seed, "seed")
     for name, value in (("lr", lr), ("weight_decay", weight_decay)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"Expected argument `{name}` to be a non-negative finite number, but got {value!r}")

@@ -21,6 +21,14 @@ def check_positive_int(value: Any, name: str) -> int:
     return value
 
 
+def check_int(value: Any, name: str, *, minimum: Optional[int] = None) -> int:
+    """Return ``value`` if it is an ``int`` (not a bool) and at least ``minimum``, else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        what = "an integer" if minimum is None else "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+        raise ValueError(f"Expected argument `{name}` to be {what}, but got {value!r}")
+    return value
+
+
 def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     """Convert ``x`` to a finite floating ``[n, D]`` tensor.
 

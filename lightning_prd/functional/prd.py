@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import _kmeans
-from lightning_prd.functional._validation import as_features, check_pair, check_positive_int
+from lightning_prd.functional._validation import as_features, check_pair, check_int, check_positive_int
 
 _SUM_TOL = 1e-5  # how far from 1 a histogram's sum may be (rounding of float32 inputs)
 _CHUNK = 2**22  # elements of one [angles, bins] block in prd_from_histograms
@@ -182,8 +182,7 @@ def check_prd_options(num_clusters: Any, num_angles: Any, num_runs: Any, seed: A
     check_positive_int(num_clusters, "num_clusters")
     _check_num_angles(num_angles)
     check_positive_int(num_runs, "num_runs")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"Expected argument `seed` to be a non-negative integer, but got {seed!r}")
+    check_int(seed, "seed", minimum=0)
     if not (isinstance(enforce_balance, bool) or (isinstance(enforce_balance, str) and enforce_balance == "subsample")):
         raise ValueError(f"Expected argument `enforce_balance` to be True, False or 'subsample', but got {enforce_balance!r}")
 
