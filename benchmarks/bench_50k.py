@@ -35,8 +35,8 @@ def main(argv=None) -> None:
     peak = (_rss_kib("VmHWM") - base) / 2**20
     p = res.cross.fake_in_real[3].double().mean().item()
     c = res.cross.real_ball_hit[5].double().mean().item()
-    print(f"| N = M | D | features GiB | time s | peak above features GiB | precision | coverage |")
-    print(f"|---|---|---|---|---|---|---|")
+    print("| N = M | D | features GiB | time s | peak above features GiB | precision | coverage |")
+    print("|---|---|---|---|---|---|---|")
     print(f"| {args.n:,} | {args.dim:,} | {feat_gib:.2f} | {dt:.0f} | {peak:.2f} | {p:.4f} | {c:.4f} |")
 
 

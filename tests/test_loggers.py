@@ -25,7 +25,6 @@ import pytorch_lightning as pl
 import torch
 from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
-from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.loggers import (

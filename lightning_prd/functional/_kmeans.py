@@ -28,6 +28,8 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.functional._validation import check_int, check_positive_int, check_real
+
 #: Memory budget of one block of rows (the rows, their scores and one-hot labels).
 BLOCK_BYTES = 64 * 2**20
 #: Lloyd iterations after which the ``n_init`` seedings of a run are compared.
@@ -192,13 +194,9 @@ def kmeans(
     """
     if x.ndim != 2 or not x.is_floating_point():
         raise ValueError(f"Expected argument `x` to be a floating 2-D tensor, but got {x.dtype} of shape {tuple(x.shape)}")
-    if isinstance(num_clusters, bool) or not isinstance(num_clusters, int) or not 1 <= num_clusters <= x.shape[0]:
-        raise ValueError(f"Expected argument `num_clusters` to be an integer in [1, {x.shape[0]}], but got {num_clusters!r}")
-    for value, name in ((n_init, "n_init"), (max_iter, "max_iter"), (init_size, "init_size")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"Expected argument `{name}` to be a positive integer, but got {value!r}")
-    if not tol >= 0:
-        raise ValueError(f"Expected argument `tol` to be a non-negative number, but got {tol!r}")
+    num_clusters = check_int(num_clusters, "num_clusters", minimum=1, maximum=x.shape[0])
+    n_init, max_iter, init_size = (check_positive_int(v, n) for v, n in ((n_init, "n_init"), (max_iter, "max_iter"), (init_size, "init_size")))
+    tol = check_real(tol, "tol", low=0.0)
     data = prepare(x)
     mean = data.mean.to(x.dtype)
     if init is None:

@@ -36,7 +36,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.functional._validation import as_features, check_int, check_positive_int
+from lightning_prd.functional._validation import as_features, check_int, check_positive_int, check_real
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
 _CENTER_EPS = 0.1
@@ -145,11 +145,8 @@ def train_oneclass(
     epochs = check_positive_int(epochs, "epochs")
     batch_size = check_positive_int(batch_size, "batch_size")
     check_int(seed, "seed")
-    for name, value in (("lr", lr), ("weight_decay", weight_decay)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"Expected argument `{name}` to be a non-negative finite number, but got {value!r}")
-    if lr == 0:
-        raise ValueError(f"Expected argument `lr` to be positive, but got {lr!r}")
+    lr = check_real(lr, "lr", low=0.0, low_open=True)
+    weight_decay = check_real(weight_decay, "weight_decay", low=0.0)
     real = as_features(real, "real")
     n, dim = real.shape
     dev = real.device

@@ -6,25 +6,74 @@ No ``assert`` on user input: these raise ``ValueError``/``TypeError``.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
 _UPCAST = (torch.float16, torch.bfloat16)
 
 
-def check_positive_int(value: Any, name: str) -> int:
-    """Return ``value`` if it is a positive ``int`` (not a bool), else raise ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Expected argument `{name}` to be a positive integer, but got {value!r}")
+def check_int(value: Any, name: str, *, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
+    """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``, else raise ``ValueError``.
+
+    Python and NumPy integers (anything :class:`numbers.Integral`) are accepted; ``bool``,
+    floats (even ``3.0``) and strings are not.
+    """
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if ok:
+        value = int(value)
+        ok = (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+    if not ok:
+        if minimum == 1 and maximum is None:
+            what = "a positive integer"
+        elif minimum == 0 and maximum is None:
+            what = "a non-negative integer"
+        elif minimum is None and maximum is None:
+            what = "an integer"
+        elif maximum is None:
+            what = f"an integer of at least {minimum}"
+        else:
+            what = f"an integer in [{minimum}, {maximum:g}]" if maximum >= 10**6 else f"an integer in [{minimum}, {maximum}]"
+        raise ValueError(f"Expected argument `{name}` to be {what}, but got {value!r}")
     return value
 
 
-def check_int(value: Any, name: str, *, minimum: Optional[int] = None) -> int:
-    """Return ``value`` if it is an ``int`` (not a bool) and at least ``minimum``, else raise ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        what = "an integer" if minimum is None else "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+def check_positive_int(value: Any, name: str, *, maximum: Optional[int] = None) -> int:
+    """Return ``value`` as an ``int`` if it is a positive integer (at most ``maximum``), else raise ``ValueError``."""
+    return check_int(value, name, minimum=1, maximum=maximum)
+
+
+def check_real(
+    value: Any,
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Return ``value`` as a ``float`` if it is a finite real number in the given interval, else raise ``ValueError``.
+
+    ``low_open``/``high_open`` exclude the end points. Python and NumPy numbers are accepted,
+    ``bool`` and strings are not.
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if ok:
+        value = float(value)
+        ok = math.isfinite(value)
+        ok = ok and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        if high == math.inf and low == 0:
+            what = "a positive finite number" if low_open else "a non-negative finite number"
+        elif high == math.inf and low == -math.inf:
+            what = "a finite number"
+        else:
+            left, right = "(" if low_open else "[", ")" if high_open else "]"
+            what = f"a number in {left}{low:g}, {high:g}{right}"
         raise ValueError(f"Expected argument `{name}` to be {what}, but got {value!r}")
     return value
 
@@ -45,6 +94,8 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
             f"Expected argument `{name}` to hold floating-point features, but got dtype {x.dtype}; "
             f"cast it with `.float()` if these are really feature values"
         )
+    if x.is_meta:
+        raise ValueError(f"Expected argument `{name}` to hold data, but got a tensor on the meta device of shape {tuple(x.shape)}")
     if x.dtype in _UPCAST:
         x = x.float()
     if x.ndim != 2:

@@ -56,9 +56,11 @@ from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._oneclass import train_oneclass
 from lightning_prd.functional._validation import (
     as_features,
+    check_int,
     check_min_samples,
     check_pair,
     check_positive_int,
+    check_real,
 )
 
 #: Level reported by ``alpha_typicality`` / ``recalled_at_beta`` for samples that are not
@@ -84,9 +86,7 @@ _PER_SAMPLE_KEYS = (
 
 def check_num_alphas(num_alphas: Any) -> int:
     """``num_alphas`` must be an integer of at least 2 (the grid holds 0 and 1)."""
-    if isinstance(num_alphas, bool) or not isinstance(num_alphas, int) or num_alphas < 2:
-        raise ValueError(f"Expected argument `num_alphas` to be an integer of at least 2, but got {num_alphas!r}")
-    return num_alphas
+    return check_int(num_alphas, "num_alphas", minimum=2, maximum=1_000_000)
 
 
 def check_embedding(embedding: Any) -> Any:
@@ -442,8 +442,7 @@ def alpha_beta_masks(result: Dict[str, Tensor], *, alpha: float = 1.0, beta: flo
         [False, False, False, True, True, True, True, True]
     """
     for name, value in (("alpha", alpha), ("beta", beta)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"Expected argument `{name}` to be a number in [0, 1], but got {value!r}")
+        check_real(value, name, low=0.0, high=1.0)
     if not isinstance(result, dict) or any(key not in result for key in _PER_SAMPLE_KEYS):
         raise ValueError(
             "Expected argument `result` to be the dict returned by "

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from lightning_prd.functional import _knn
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import as_features, check_pair, check_positive_int
+from lightning_prd.functional._validation import as_features, check_pair, check_positive_int, check_real
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
 
 
@@ -125,17 +125,13 @@ def filter_fake(
     if fake_t.shape[0] != keep.shape[0]:
         raise ValueError(f"Expected argument `fake` to hold {keep.shape[0]} samples like the audit, but got {fake_t.shape[0]}")
     if copy_ratio is not None:
-        if float(copy_ratio) < 0:
-            raise ValueError(f"Expected argument `copy_ratio` to be non-negative, but got {copy_ratio!r}")
-        keep &= audit["copy_ratio"] > float(copy_ratio)
+        keep &= audit["copy_ratio"] > check_real(copy_ratio, "copy_ratio", low=0.0)
     if fidelity == "precision":
         keep &= audit["inside_precision"]
     elif fidelity == "realism":
-        keep &= audit["realism"] >= float(min_realism)
+        keep &= audit["realism"] >= check_real(min_realism, "min_realism")
     elif fidelity is not None:
         raise ValueError(f"Expected argument `fidelity` to be 'precision', 'realism' or None, but got {fidelity!r}")
     if max_alpha is not None:
-        if not 0.0 <= float(max_alpha) <= 1.0:
-            raise ValueError(f"Expected argument `max_alpha` to be in [0, 1], but got {max_alpha!r}")
-        keep &= audit["alpha_typicality"] <= float(max_alpha)
+        keep &= audit["alpha_typicality"] <= check_real(max_alpha, "max_alpha", low=0.0, high=1.0)
     return fake_t[keep.to(fake_t.device)], keep

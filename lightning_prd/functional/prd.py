@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import _kmeans
-from lightning_prd.functional._validation import as_features, check_pair, check_int, check_positive_int
+from lightning_prd.functional._validation import as_features, check_int, check_pair, check_positive_int, check_real
 
 _SUM_TOL = 1e-5  # how far from 1 a histogram's sum may be (rounding of float32 inputs)
 _CHUNK = 2**22  # elements of one [angles, bins] block in prd_from_histograms
@@ -43,15 +43,11 @@ def _histogram(hist: Any, name: str) -> Tensor:
 
 
 def _check_num_angles(num_angles: Any) -> int:
-    if isinstance(num_angles, bool) or not isinstance(num_angles, int) or not 3 <= num_angles <= 1_000_000:
-        raise ValueError(f"Expected argument `num_angles` to be an integer in [3, 1e6], but got {num_angles!r}")
-    return num_angles
+    return check_int(num_angles, "num_angles", minimum=3, maximum=1_000_000)
 
 
 def _check_epsilon(epsilon: Any) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < 0.1:
-        raise ValueError(f"Expected argument `epsilon` to be a number in the open interval (0, 0.1), but got {epsilon!r}")
-    return float(epsilon)
+    return check_real(epsilon, "epsilon", low=0.0, high=0.1, low_open=True, high_open=True)
 
 
 def prd_from_histograms(
@@ -114,8 +110,13 @@ def prd_from_histograms(
 
 def _check_curve(x: Any, name: str) -> Tensor:
     t = torch.as_tensor(x).to(torch.float64)
-    if t.numel() == 0 or not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or bool((t > 1).any()):
-        raise ValueError(f"Expected argument `{name}` to be a non-empty curve with values in [0, 1]")
+    if t.numel() == 0:
+        raise ValueError(f"Expected argument `{name}` to be a non-empty curve with values in [0, 1], but it is empty")
+    if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or bool((t > 1).any()):
+        bad = t[~(torch.isfinite(t) & (t >= 0) & (t <= 1))]
+        raise ValueError(
+            f"Expected argument `{name}` to be a curve with values in [0, 1], but {bad.numel()} values are not, e.g. {float(bad[0])}"
+        )
     return t
 
 
@@ -143,8 +144,7 @@ def prd_f_beta(precision: Any, recall: Any, *, beta: float = 8) -> Tuple[Tensor,
         >>> round(float(f_8), 4), round(float(f_inv_8), 4)
         (0.5039, 0.9848)
     """
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < math.inf:
-        raise ValueError(f"Expected argument `beta` to be a positive finite number, but got {beta!r}")
+    beta = check_beta(beta)
     p, r = _check_curve(precision, "precision"), _check_curve(recall, "recall")
     if p.shape != r.shape:
         raise ValueError(
@@ -177,14 +177,24 @@ def _balance(real: Tensor, fake: Tensor, enforce_balance: Union[bool, str], seed
     return real, fake
 
 
-def check_prd_options(num_clusters: Any, num_angles: Any, num_runs: Any, seed: Any, enforce_balance: Any) -> None:
-    """Validate the options shared by :func:`prd_curve` and the ``PRDCurve`` metric."""
-    check_positive_int(num_clusters, "num_clusters")
-    _check_num_angles(num_angles)
-    check_positive_int(num_runs, "num_runs")
-    check_int(seed, "seed", minimum=0)
+def check_beta(beta: Any) -> float:
+    """``beta`` of an F-score: a positive finite number."""
+    return check_real(beta, "beta", low=0.0, low_open=True)
+
+
+def check_prd_options(
+    num_clusters: Any, num_angles: Any, num_runs: Any, seed: Any, enforce_balance: Any
+) -> Tuple[int, int, int, int, Union[bool, str]]:
+    """Validate the options shared by :func:`prd_curve` and the ``PRDCurve`` metric; return them as Python ints."""
     if not (isinstance(enforce_balance, bool) or (isinstance(enforce_balance, str) and enforce_balance == "subsample")):
         raise ValueError(f"Expected argument `enforce_balance` to be True, False or 'subsample', but got {enforce_balance!r}")
+    return (
+        check_positive_int(num_clusters, "num_clusters"),
+        _check_num_angles(num_angles),
+        check_positive_int(num_runs, "num_runs", maximum=10_000),
+        check_int(seed, "seed", minimum=0),
+        enforce_balance,
+    )
 
 
 def prd_curve(
@@ -242,7 +252,9 @@ def prd_curve(
     """
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)
-    check_prd_options(num_clusters, num_angles, num_runs, seed, enforce_balance)
+    num_clusters, num_angles, num_runs, seed, enforce_balance = check_prd_options(
+        num_clusters, num_angles, num_runs, seed, enforce_balance
+    )
     real, fake = _balance(real, fake, enforce_balance, seed)
     n_real, total = real.shape[0], real.shape[0] + fake.shape[0]
     if num_clusters > total:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
@@ -73,25 +74,33 @@ class FeatureMetric(Metric):
         """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set.
 
         A rejected batch raises ``ValueError``/``TypeError`` and leaves the accumulated
-        features untouched.
+        features untouched. The metric keeps its own copy of a batch that shares memory with
+        the tensor passed in (identity extractor, views), so refilling a buffer between
+        steps cannot change what was accumulated.
         """
         if not isinstance(real, bool):
             raise TypeError(f"Expected argument `real` to be a bool (True for real samples), but got {real!r}")
-        feats = as_features(self.feature_extractor(features), "features", allow_empty=True)
-        width = self._width()
-        if width is not None and feats.shape[1] != width:
+        feats = as_features(self.feature_extractor(features), "features", allow_empty=True).detach()
+        first = self._first_accumulated()
+        if first is not None and feats.shape[1] != first.shape[1]:
             raise ValueError(
-                f"Expected argument `features` to have {width} features like the samples accumulated so far, "
+                f"Expected argument `features` to have {first.shape[1]} features like the samples accumulated so far, "
                 f"but got shape {tuple(feats.shape)}"
             )
-        (self.real_features if real else self.fake_features).append(feats.detach())
+        if first is not None and feats.device != first.device:
+            raise ValueError(
+                f"Expected argument `features` on {first.device} like the samples accumulated so far, but got {feats.device}"
+            )
+        if _shares_memory(feats, features):
+            feats = feats.clone()
+        (self.real_features if real else self.fake_features).append(feats.contiguous())
 
-    def _width(self) -> Optional[int]:
+    def _first_accumulated(self) -> Optional[Tensor]:
         for state in (self.real_features, self.fake_features):
             tensors = state if isinstance(state, list) else [state]
             for t in tensors:
                 if t.ndim == 2:
-                    return int(t.shape[1])
+                    return t
         return None
 
     def _features(self, which: str) -> Tensor:
@@ -148,3 +157,17 @@ class _Wrap(nn.Module):
 
     def forward(self, x: Any) -> Tensor:
         return self.fn(x)
+
+
+def _shares_memory(feats: Tensor, source: Any) -> bool:
+    """Whether ``feats`` may use the memory of the user's ``source`` (the same tensor, a view, a wrapped array)."""
+    if feats.numel() == 0:
+        return False
+    try:
+        if isinstance(source, Tensor):
+            return feats.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
+        if isinstance(source, np.ndarray) and feats.device.type == "cpu":
+            return bool(np.may_share_memory(feats.numpy(), source))
+    except (RuntimeError, NotImplementedError, TypeError):  # tensors without storage (e.g. some subclasses)
+        return True
+    return False

@@ -7,11 +7,11 @@ from typing import Any, Dict, Mapping, Optional, Union
 from torch import Tensor
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional._validation import check_int, check_positive_int
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.frechet import frechet_distance
-from lightning_prd.functional.prd import check_prd_options, prd_curve, prd_f_beta
+from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve, prd_f_beta
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 from lightning_prd.functional.uncertainty import split_spread
 from lightning_prd.metrics._base import FeatureMetric
@@ -99,19 +99,20 @@ class GenerativeMetrics(FeatureMetric):
             raise ValueError("Expected `k_precision_recall` and `k_density_coverage` to be set when `per_sample=True`")
         self.realism = bool(realism) or self.per_sample
         self.frechet = bool(frechet)
-        if error_bars is not None and (isinstance(error_bars, bool) or not isinstance(error_bars, int) or error_bars < 2):
-            raise ValueError(f"Expected argument `error_bars` to be None or an integer >= 2, but got {error_bars!r}")
+        if error_bars is not None:
+            error_bars = check_int(error_bars, "error_bars", minimum=2)
         if error_bars is not None and (self.k_pr is None or self.k_dc is None):
             raise ValueError("Expected `k_precision_recall` and `k_density_coverage` to be set when `error_bars` is used")
         self.error_bars = error_bars
         self.prd = _options(prd, _PRD_DEFAULTS, "prd")
         if self.prd is not None:
-            opts = {k: v for k, v in self.prd.items() if k != "beta"}
-            check_prd_options(**opts)
+            names = ("num_clusters", "num_angles", "num_runs", "seed", "enforce_balance")
+            self.prd.update(zip(names, check_prd_options(*(self.prd[name] for name in names))))
+            self.prd["beta"] = check_beta(self.prd["beta"])
         self.alpha_beta = _options(alpha_beta, _AB_DEFAULTS, "alpha_beta")
         if self.alpha_beta is not None:
-            check_num_alphas(self.alpha_beta["num_alphas"])
-            check_positive_int(self.alpha_beta["k"], "alpha_beta['k']")
+            self.alpha_beta["num_alphas"] = check_num_alphas(self.alpha_beta["num_alphas"])
+            self.alpha_beta["k"] = check_positive_int(self.alpha_beta["k"], "alpha_beta['k']")
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:

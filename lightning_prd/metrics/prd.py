@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
-from lightning_prd.functional.prd import check_prd_options, prd_curve, prd_f_beta
+from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve, prd_f_beta
 from lightning_prd.metrics._base import FeatureMetric
 
 
@@ -55,9 +55,10 @@ class PRDCurve(FeatureMetric):
         enforce_balance: Union[bool, str] = True,
         **kwargs: Any,
     ) -> None:
-        check_prd_options(num_clusters, num_angles, num_runs, seed, enforce_balance)
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < float("inf"):
-            raise ValueError(f"Expected argument `beta` to be a positive finite number, but got {beta!r}")
+        num_clusters, num_angles, num_runs, seed, enforce_balance = check_prd_options(
+            num_clusters, num_angles, num_runs, seed, enforce_balance
+        )
+        beta = check_beta(beta)
         self.num_clusters, self.num_angles, self.num_runs = num_clusters, num_angles, num_runs
         self.seed, self.beta, self.enforce_balance = seed, beta, enforce_balance
         super().__init__(**kwargs)
