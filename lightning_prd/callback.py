@@ -33,12 +33,14 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
+from torch.utils.data import DistributedSampler, RandomSampler
 
 from lightning_prd import plotting
 from lightning_prd.features.base import first_tensor
 from lightning_prd.functional._validation import check_int, check_positive_int
 from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
 from lightning_prd.metrics.generative import GenerativeMetrics
+from lightning_prd.samplers import distributed_sampler_of, unpadded_count
 
 SampleFn = Callable[[Any, int], Tensor]
 
@@ -91,10 +93,10 @@ class PRDCallbackCore:
         if feature_extractor is not None and not callable(feature_extractor):
             raise TypeError(f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}")
         if num_real is not None:
-            check_positive_int(num_real, "num_real")
+            num_real = check_positive_int(num_real, "num_real")
         if not isinstance(prefix, str):
             raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
-        check_int(seed, "seed", minimum=0)
+        seed = check_int(seed, "seed", minimum=0)
         if not isinstance(log_curves, bool):
             raise TypeError(f"Expected argument `log_curves` to be a bool, but got {log_curves!r}")
         self.real = real
@@ -306,6 +308,16 @@ class PRDCallbackCore:
             for start in range(mine.start, mine.stop, self.batch_size):
                 yield self.real[start : min(start + self.batch_size, mine.stop)]
             return
+        sampler = distributed_sampler_of(self.real)
+        if sampler is not None:
+            yield from self._sampler_chunks(sampler, rank, world)
+            return
+        if world > 1 and isinstance(getattr(self.real, "sampler", None), RandomSampler):
+            raise ValueError(
+                "Expected argument `real` to yield the same rows in the same order on every rank, but its DataLoader "
+                "shuffles (RandomSampler): ranks would embed overlapping blocks, counting some real samples twice "
+                "and missing others. Pass `shuffle=False`, or a DataLoader with a DistributedSampler"
+            )
         mine = rank_shard(self._real_total(), rank, world)
         seen = 0
         for batch in self.real:
@@ -315,6 +327,22 @@ class PRDCallbackCore:
             lo, hi = max(mine.start - seen, 0), min(mine.stop - seen, x.shape[0])
             if hi > lo:
                 yield x[lo:hi]
+            seen += x.shape[0]
+
+    def _sampler_chunks(self, sampler: DistributedSampler, rank: int, world: int) -> Iterator[Tensor]:
+        """This rank's real rows from a DataLoader with a ``DistributedSampler``: its shard without the
+        padding duplicates (:func:`lightning_prd.samplers.unpadded_count`), ``num_real`` over all ranks."""
+        if (sampler.num_replicas, sampler.rank) != (world, rank):
+            raise ValueError(
+                f"Expected the DistributedSampler of argument `real` to match this process (num_replicas={world}, "
+                f"rank={rank}), but it has num_replicas={sampler.num_replicas}, rank={sampler.rank}"
+            )
+        keep, seen = unpadded_count(sampler, self.num_real), 0
+        for batch in self.real:
+            if seen >= keep:
+                break
+            x = first_tensor(batch, "argument `real`")
+            yield x[: keep - seen]
             seen += x.shape[0]
 
     def _real_total(self) -> int:
@@ -367,10 +395,14 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
 
     Args:
         real: a tensor of real samples ``[N, ...]`` or a DataLoader (any iterable) of batches
-            (a tensor, or a tuple/list whose first item is the tensor). A DataLoader must yield
-            the same rows in the same order on every rank (``shuffle=False``); its size is
-            ``len(loader.dataset)`` (or counted in one pass); each rank reads it up to the end
-            of its block and embeds only its rows.
+            (a tensor, or a tuple/list whose first item is the tensor). A plain DataLoader must
+            yield the same rows in the same order on every rank (``shuffle=False``; a shuffling
+            one raises under DDP); its size is ``len(loader.dataset)`` (or counted in one pass);
+            each rank reads it up to the end of its block and embeds only its rows. A DataLoader
+            with a ``DistributedSampler`` is read as this rank's shard **without the padding
+            duplicates** the sampler adds when the world size does not divide the dataset
+            (:mod:`lightning_prd.samplers`): the k-NN scores equal the single-process ones; the
+            gathered order differs, so PRD's seeded clustering (and Fréchet's last digits) may too.
         sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples. Default:
             ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
             Called with ``n <= batch_size``, repeatedly, inside the seeded RNG.

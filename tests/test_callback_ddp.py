@@ -107,3 +107,43 @@ def test_two_process_ddp_logs_the_single_process_values(tmp_path):
     assert [int(r["epoch"]) for r in ddp_rows] == list(range(EPOCHS))
     for a, b in zip(ddp_rows, single_rows):
         assert float(a["prd/coverage"]) == pytest.approx(float(b["prd/coverage"]), rel=1e-6)
+
+
+class ShardedReal(pl.Callback):
+    """Gives the PRDCallback, in each process, a real DataLoader with this rank's DistributedSampler
+    (what a user gets from a loader Lightning prepared), before the first evaluation."""
+
+    def __init__(self, prd):
+        self.prd = prd
+
+    def setup(self, trainer, pl_module, stage):
+        dataset = TensorDataset(REAL)
+        sampler = torch.utils.data.DistributedSampler(dataset, shuffle=True, seed=3)  # 97 rows on 2 ranks: 1 padded
+        self.prd.real = DataLoader(dataset, batch_size=10, sampler=sampler)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_distributed_sampler_padding_is_left_out_under_ddp(tmp_path):
+    """Rank 1's shard ends with a padding copy of a real sample; the callback leaves it out, so
+    every k-NN score equals the single process's exactly (the gathered order differs: PRD's
+    seeded clustering is order-dependent, so F-scores are not compared; Fréchet to rounding)."""
+    single_out, _ = _fit(tmp_path, "single", REAL, devices=1)
+    out = tmp_path / "sharded"
+    out.mkdir()
+    cb = PRDCallback(REAL, sample_fn=sample_fn, num_samples=N_FAKE, batch_size=N_FAKE)
+    trainer = pl.Trainer(
+        max_epochs=EPOCHS, accelerator="cpu", logger=False, callbacks=[ShardedReal(cb), cb, Dump(out)],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        devices=2, strategy="ddp_spawn",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(Tiny())
+    expected = _dumped(single_out, 0)
+    exact = ("precision", "recall", "density", "coverage", "alpha_precision", "beta_recall", "authenticity")
+    for rank in (0, 1):
+        got = _dumped(out, rank)
+        for e in range(EPOCHS):
+            for key in exact:
+                assert got[e][f"prd/{key}"] == expected[e][f"prd/{key}"], (rank, e, key)
+            assert got[e]["prd/frechet_distance"] == pytest.approx(expected[e]["prd/frechet_distance"], rel=1e-6)

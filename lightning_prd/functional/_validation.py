@@ -83,6 +83,7 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
 
     float16/bfloat16 are upcast to float32; integer, bool and complex inputs raise
     ``TypeError`` (features are continuous embeddings; cast them explicitly if meant).
+    Non-contiguous inputs are copied to a contiguous tensor.
     """
     if not isinstance(x, Tensor):
         try:
@@ -107,7 +108,9 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     if x.numel() and not bool(torch.isfinite(x).all()):
         bad = int((~torch.isfinite(x)).any(1).sum())
         raise ValueError(f"Expected argument `{name}` to be finite, but {bad} of its {x.shape[0]} rows hold NaN or Inf")
-    return x
+    # one memory layout for every caller: BLAS kernels (and so float32 rounding of values such
+    # as realism) depend on it, and results must not depend on how the caller sliced the data
+    return x.contiguous()
 
 
 def check_pair(real: Tensor, fake: Tensor) -> None:

@@ -1,0 +1,405 @@
+"""Bad input at every public entry point: one matrix of inputs against every function and Metric.
+
+Each bad input raises ``ValueError`` or ``TypeError`` whose message names the argument and the
+value that was given; a Metric that rejects a batch keeps everything accumulated before it;
+float16/bfloat16 features are upcast and give the float32 result; non-contiguous inputs give
+the contiguous result. Other files test each function's own options in depth; this file checks
+that no entry point is missed.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import lightning_prd.functional as F
+from lightning_prd import (
+    AlphaPrecisionBetaRecall,
+    DensityCoverage,
+    FrechetDistance,
+    GenerativeMetrics,
+    PrecisionRecall,
+    PRDCurve,
+)
+from lightning_prd.functional.uncertainty import score_spread
+
+_PRD = dict(num_clusters=3, num_runs=2, num_angles=11)
+
+# every public function taking (real, fake); small options so the matrix stays fast
+FUNCTIONS = {
+    "precision_recall": lambda r, f, **kw: F.precision_recall(r, f, **kw),
+    "density_coverage": lambda r, f, **kw: F.density_coverage(r, f, **kw),
+    "realism_score": lambda r, f, **kw: F.realism_score(r, f, **kw),
+    "prd_curve": lambda r, f, **kw: F.prd_curve(r, f, **{**_PRD, **kw}),
+    "alpha_precision_beta_recall": lambda r, f, **kw: F.alpha_precision_beta_recall(r, f, **kw),
+    "authenticity": lambda r, f, **kw: F.authenticity(r, f, **kw),
+    "frechet_distance": lambda r, f, **kw: F.frechet_distance(r, f, **kw),
+    "audit_samples": lambda r, f, **kw: F.audit_samples(r, f, **kw),
+    "score_spread": lambda r, f, **kw: score_spread(r, f, num_splits=2, **kw),
+}
+
+# every Metric class, built small
+METRICS = {
+    "PrecisionRecall": lambda: PrecisionRecall(),
+    "DensityCoverage": lambda: DensityCoverage(),
+    "FrechetDistance": lambda: FrechetDistance(),
+    "PRDCurve": lambda: PRDCurve(**_PRD),
+    "AlphaPrecisionBetaRecall": lambda: AlphaPrecisionBetaRecall(num_alphas=5),
+    "GenerativeMetrics": lambda: GenerativeMetrics(prd=dict(_PRD), alpha_beta=dict(num_alphas=5), realism=True),
+}
+
+
+def _data(n=40, m=40, d=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g), 1.1 * torch.randn(m, d, generator=g) + 0.2
+
+
+def _with(x, row, col, value):
+    x = x.clone()
+    x[row, col] = value
+    return x
+
+
+def _bad_features():
+    real, fake = _data()
+    # (id, real, fake, exception, regex that names the argument and the value)
+    return [
+        ("nan-real", _with(real, 3, 1, float("nan")), fake, ValueError, r"`real` to be finite, but 1 of its 40 rows"),
+        ("inf-fake", real, _with(fake, 0, 0, float("-inf")), ValueError, r"`fake` to be finite, but 1 of its 40 rows"),
+        ("1d-real", real[:, 0], fake, ValueError, r"`real` to be a 2-D tensor.*\(40,\)"),
+        ("3d-fake", real, fake[None], ValueError, r"`fake` to be a 2-D tensor.*\(1, 40, 4\)"),
+        ("widths", real, fake[:, :3], ValueError, r"`real` and `fake` to have the same number of features, but got 4 and 3"),
+        ("int-real", real.long(), fake, TypeError, r"`real` to hold floating-point features, but got dtype torch.int64"),
+        ("bool-fake", real, fake > 0, TypeError, r"`fake` to hold floating-point features, but got dtype torch.bool"),
+        ("complex-real", real.to(torch.complex64), fake, TypeError, r"`real` .*torch.complex64"),
+        ("empty-fake", real, fake[:0], ValueError, r"`fake` to hold at least one sample, but got shape \(0, 4\)"),
+        ("no-features", real[:, :0], fake[:, :0], ValueError, r"`real` to have at least one feature, but got shape \(40, 0\)"),
+        ("string", "features.npy", fake, TypeError, r"`real` to be a tensor or array of features, but got str"),
+        ("none", real, None, TypeError, r"`fake` to be a tensor or array of features, but got NoneType"),
+        ("meta", torch.empty(40, 4, device="meta"), fake, ValueError, r"`real` to hold data, but got a tensor on the meta device"),
+    ]
+
+
+BAD = _bad_features()
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_functions_reject_bad_features(name, case):
+    _, real, fake, exc, match = case
+    with pytest.raises(exc, match=match):
+        FUNCTIONS[name](real, fake)
+
+
+_K_FUNCTIONS = ["precision_recall", "density_coverage", "realism_score", "alpha_precision_beta_recall"]
+
+
+@pytest.mark.parametrize("name", _K_FUNCTIONS)
+def test_functions_need_k_plus_one_samples(name):
+    real, fake = _data(n=3)
+    with pytest.raises(ValueError, match=r"`real` to hold at least k \+ 1 = \d samples for k-NN radii, but got 3"):
+        FUNCTIONS[name](real, fake)
+
+
+def test_too_few_samples_for_the_other_functions():
+    real, fake = _data()
+    with pytest.raises(ValueError, match=r"`real` to hold at least 2 samples for a covariance, but got 1"):
+        F.frechet_distance(real[:1], fake)
+    with pytest.raises(ValueError, match=r"`real` to hold at least k \+ 1 = 2 samples.*got 1"):
+        F.authenticity(real[:1], fake)
+    with pytest.raises(ValueError, match=r"`num_clusters` to be at most the number of samples \(6\), but got 7"):
+        F.prd_curve(real[:3], fake[:3], num_clusters=7)
+    with pytest.raises(ValueError, match=r"`fake` to hold at least num_splits \* \(k_precision_recall \+ 1\) = 8"):
+        score_spread(real, fake[:7], num_splits=2)
+
+
+# (function, option, bad value, regex naming the option); the value's repr must appear too
+BAD_OPTIONS = [
+    (fn, "k", v, "`k`") for fn in _K_FUNCTIONS for v in (0, -2, 2.5, True, "3", None)
+] + [
+    ("prd_curve", "num_clusters", 0, "`num_clusters`"),
+    ("prd_curve", "num_clusters", 2.0, "`num_clusters`"),
+    ("prd_curve", "num_angles", 2, "`num_angles`"),
+    ("prd_curve", "num_angles", 10**7, "`num_angles`"),
+    ("prd_curve", "num_runs", 0, "`num_runs`"),
+    ("prd_curve", "num_runs", 10**9, "`num_runs`"),
+    ("prd_curve", "seed", -1, "`seed`"),
+    ("prd_curve", "seed", 0.5, "`seed`"),
+    ("prd_curve", "enforce_balance", "yes", "`enforce_balance`"),
+    ("alpha_precision_beta_recall", "num_alphas", 1, "`num_alphas`"),
+    ("alpha_precision_beta_recall", "num_alphas", 10**9, "`num_alphas`"),  # used to allocate 10^9 alphas
+    ("alpha_precision_beta_recall", "num_alphas", "30", "`num_alphas`"),
+    ("alpha_precision_beta_recall", "embedding", "svdd", "`embedding`"),
+    ("precision_recall", "block_bytes", 0, "`block_bytes`"),
+    ("density_coverage", "block_bytes", 1.5, "`block_bytes`"),
+    ("precision_recall", "dtype", torch.float16, "`dtype`"),
+    ("density_coverage", "dtype", "float64", "`dtype`"),
+    ("audit_samples", "k_precision", 0, "`k_precision`"),
+    ("audit_samples", "k_coverage", -1, "`k_coverage`"),
+    ("audit_samples", "num_alphas", 0, "`num_alphas`"),
+    ("score_spread", "k_density_coverage", 0, "`k_density_coverage`"),
+]
+
+
+@pytest.mark.parametrize(("name", "option", "value", "match"), BAD_OPTIONS)
+def test_functions_reject_bad_options(name, option, value, match):
+    real, fake = _data()
+    with pytest.raises((ValueError, TypeError), match=match) as info:
+        FUNCTIONS[name](real, fake, **{option: value})
+    assert str(value) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: F.prd_from_histograms([0.5, 0.5], [1.0, 0.0], num_angles=1), "`num_angles`.*1"),
+        (lambda: F.prd_from_histograms([0.5, 0.5], [1.0, 0.0], epsilon=float("nan")), "`epsilon`.*nan"),
+        (lambda: F.prd_from_histograms([0.5, 0.7], [1.0, 0.0]), "`real_hist`.*sums to 1.2"),
+        (lambda: F.prd_from_histograms([0.5, 0.5], [float("inf"), 0.0]), "`fake_hist`.*inf"),
+        (lambda: F.prd_f_beta([0.5], [0.5], beta=0), "`beta`.*0"),
+        (lambda: F.prd_f_beta([0.5], [0.5], beta=float("inf")), "`beta`.*inf"),
+        (lambda: F.prd_f_beta([1.5], [0.5]), r"`precision`.*\[0, 1\].*1.5"),
+        (lambda: F.prd_f_beta([], []), "`precision`.*empty"),
+        (lambda: F.alpha_beta_masks({}, alpha=0.5), "`result`"),
+        (lambda: F.train_oneclass(torch.randn(20, 3), lr=0.0), "`lr`.*0.0"),
+        (lambda: F.train_oneclass(torch.randn(20, 3), weight_decay=float("nan")), "`weight_decay`.*nan"),
+        (lambda: F.train_oneclass(torch.randn(20, 3), epochs=np.float64(2)), "`epochs`"),
+        (lambda: F.train_oneclass(torch.full((20, 3), float("nan"))), "`real` to be finite"),
+    ],
+)
+def test_other_functions_reject_bad_arguments(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_filter_fake_rejects_bad_thresholds():
+    real, fake = _data()
+    audit = F.audit_samples(real, fake)
+    for kwargs, match in [
+        (dict(copy_ratio=-1.0), "`copy_ratio`.*-1.0"),
+        (dict(copy_ratio=float("nan")), "`copy_ratio`.*nan"),
+        (dict(fidelity="realism", min_realism=float("nan")), "`min_realism`.*nan"),  # used to keep nothing silently
+        (dict(max_alpha=2), "`max_alpha`.*2"),
+        (dict(fidelity="fid"), "`fidelity`.*fid"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            F.filter_fake(fake, audit, **kwargs)
+    with pytest.raises(ValueError, match="`fake` to hold 40 samples like the audit, but got 5"):
+        F.filter_fake(fake[:5], audit)
+
+
+def test_numpy_integer_options_equal_python_ints():
+    """Options coming from NumPy (``np.int64`` from a sweep grid) used to be rejected."""
+    real, fake = _data()
+    assert F.precision_recall(real, fake, k=np.int64(4)) == F.precision_recall(real, fake, k=4)
+    a = F.prd_curve(real, fake, num_clusters=np.int32(3), num_runs=np.int64(2), seed=np.int64(5), num_angles=np.int16(11))
+    b = F.prd_curve(real, fake, num_clusters=3, num_runs=2, seed=5, num_angles=11)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    ab = F.alpha_precision_beta_recall(real, fake, num_alphas=np.int64(7))
+    assert ab["alphas"].shape == (7,)
+    assert F.prd_f_beta(a[0], a[1], beta=np.float32(8)) == F.prd_f_beta(a[0], a[1], beta=8)
+
+
+# -- dtypes and layouts that are accepted ------------------------------------------------------------
+
+_EXACT = ["precision_recall", "density_coverage", "realism_score", "alpha_precision_beta_recall", "authenticity", "audit_samples"]
+
+
+def _assert_same(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (tuple, list)):
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        assert a.dtype == b.dtype
+        assert torch.equal(a, b), (a, b)
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+def test_half_precision_is_upcast_to_the_float32_result(name, half):
+    real, fake = _data()
+    real_h, fake_h = real.to(half), fake.to(half)
+    _assert_same(FUNCTIONS[name](real_h, fake_h), FUNCTIONS[name](real_h.float(), fake_h.float()))
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_non_contiguous_inputs_give_the_contiguous_result(name):
+    real, fake = _data(d=8)
+    real_view = torch.cat([real, real], 1)[:, ::2]  # every other column: strided
+    fake_view = fake.T.contiguous().T  # column-major
+    assert not real_view.is_contiguous() and not fake_view.is_contiguous()
+    _assert_same(FUNCTIONS[name](real_view, fake_view), FUNCTIONS[name](real_view.contiguous(), fake_view.contiguous()))
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_numpy_and_list_inputs_equal_tensor_inputs(name):
+    real, fake = _data()
+    _assert_same(FUNCTIONS[name](real.numpy(), fake.tolist()), FUNCTIONS[name](real, fake))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_sets_on_different_devices_raise(name):
+    real, fake = _data()
+    with pytest.raises(ValueError, match="same device, but got cpu and cuda"):
+        FUNCTIONS[name](real, fake.cuda())
+
+
+# -- Metric classes --------------------------------------------------------------------------------
+
+
+def _feed(metric, real, fake, batch=15):
+    for s in range(0, len(real), batch):
+        metric.update(real[s : s + batch], real=True)
+    for s in range(0, len(fake), batch):
+        metric.update(fake[s : s + batch], real=False)
+
+
+def _bad_batches():
+    _, fake = _data(m=10, seed=1)
+    return [
+        ("nan", _with(fake, 2, 2, float("nan")), ValueError, r"`features` to be finite, but 1 of its 10 rows"),
+        ("inf", _with(fake, 0, 0, float("inf")), ValueError, r"`features` to be finite"),
+        ("1d", fake[:, 0], ValueError, r"`features` to be a 2-D tensor.*\(10,\)"),
+        ("3d", fake[None], ValueError, r"`features` to be a 2-D tensor.*\(1, 10, 4\)"),
+        ("width", fake[:, :3], ValueError, r"`features` to have 4 features like the samples accumulated so far, but got shape \(10, 3\)"),
+        ("int", fake.long(), TypeError, r"`features` to hold floating-point features, but got dtype torch.int64"),
+        ("no-features", fake[:, :0], ValueError, r"`features` to have at least one feature"),
+        ("string", "batch", TypeError, r"`features` to be a tensor or array of features, but got str"),
+        ("meta", torch.empty(10, 4, device="meta"), ValueError, r"`features` to hold data.*meta"),
+    ]
+
+
+@pytest.mark.parametrize("name", list(METRICS))
+@pytest.mark.parametrize("case", _bad_batches(), ids=[c[0] for c in _bad_batches()])
+@pytest.mark.parametrize("role", [True, False])
+def test_metric_rejects_bad_batch_and_keeps_state(name, case, role):
+    _, bad, exc, match = case
+    real, fake = _data()
+    clean = METRICS[name]()
+    _feed(clean, real, fake)
+    metric = METRICS[name]()
+    _feed(metric, real, fake)
+    with pytest.raises(exc, match=match):
+        metric.update(bad, real=role)
+    _assert_same(metric.compute(), clean.compute())
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+@pytest.mark.parametrize("name", list(METRICS))
+def test_metric_compute_with_nothing_accumulated(name):
+    metric = METRICS[name]()
+    with pytest.raises(ValueError, match=r"No real features accumulated: call `update\(features, real=True\)`"):
+        metric.compute()
+    metric.update(_data()[0], real=True)
+    with pytest.raises(ValueError, match=r"No fake features accumulated: call `update\(features, real=False\)`"):
+        metric.compute()
+    metric.update(torch.empty(0, 4), real=False)  # an empty batch (a rank with nothing) is not data either
+    with pytest.raises(ValueError, match="No fake features"):
+        metric.compute()
+
+
+@pytest.mark.parametrize("name", ["PrecisionRecall", "DensityCoverage", "AlphaPrecisionBetaRecall", "GenerativeMetrics"])
+def test_metric_too_few_samples_keeps_state(name):
+    real, fake = _data()
+    metric = METRICS[name]()
+    metric.update(real[:3], real=True)
+    metric.update(fake, real=False)
+    with pytest.raises(ValueError, match=r"`real` to hold at least k \+ 1"):
+        metric.compute()
+    metric.update(real[3:], real=True)  # nothing was lost: adding the rest gives the full result
+    clean = METRICS[name]()
+    _feed(clean, real, fake)
+    _assert_same(metric.compute(), clean.compute())
+
+
+@pytest.mark.parametrize("name", list(METRICS))
+@pytest.mark.parametrize("flag", [1, None, "real", torch.tensor(True)])
+def test_metric_real_flag_must_be_bool(name, flag):
+    with pytest.raises(TypeError, match=r"`real` to be a bool .*but got"):
+        METRICS[name]().update(_data()[0], real=flag)
+
+
+@pytest.mark.parametrize("name", list(METRICS))
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+def test_metric_half_precision_is_upcast(name, half):
+    real, fake = (x.to(half) for x in _data())
+    metric, reference = METRICS[name](), METRICS[name]()
+    _feed(metric, real, fake)
+    _feed(reference, real.float(), fake.float())
+    assert all(t.dtype == torch.float32 for t in metric.real_features + metric.fake_features)
+    _assert_same(metric.compute(), reference.compute())
+
+
+@pytest.mark.parametrize("name", list(METRICS))
+def test_metric_keeps_its_own_copy_of_a_reused_buffer(name):
+    """Refilling one buffer between updates used to change every batch accumulated from it."""
+    real, fake = _data()
+    reference = METRICS[name]()
+    _feed(reference, real, fake)
+    metric = METRICS[name]()
+    buffer = torch.empty(20, 4)
+    for which, data in ((True, real), (False, fake)):
+        for s in range(0, 40, 20):
+            buffer.copy_(data[s : s + 20])
+            metric.update(buffer, real=which)
+            metric.update(buffer.numpy()[:0], real=which)  # a zero-row view of it is harmless
+    _assert_same(metric.compute(), reference.compute())
+
+
+def test_metric_keeps_its_own_copy_of_a_numpy_buffer():
+    real, fake = _data()
+    metric = PrecisionRecall()
+    buffer = np.empty((20, 4), dtype=np.float32)
+    for which, data in ((True, real), (False, fake)):
+        for s in range(0, 40, 20):
+            buffer[:] = data[s : s + 20].numpy()
+            metric.update(buffer, real=which)
+    assert metric.compute()["precision"] == F.precision_recall(real, fake)[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_metric_rejects_a_batch_on_another_device():
+    real, fake = _data()
+    metric = PrecisionRecall()
+    metric.update(real, real=True)
+    with pytest.raises(ValueError, match="`features` on cpu like the samples accumulated so far, but got cuda"):
+        metric.update(fake.cuda(), real=False)
+    metric.update(fake, real=False)
+    assert metric.compute()["precision"] == F.precision_recall(real, fake)[0]
+
+
+@pytest.mark.parametrize(
+    ("factory", "match"),
+    [
+        (lambda: PrecisionRecall(k=0), "`k`.*0"),
+        (lambda: DensityCoverage(k="5"), "`k`.*'5'"),
+        (lambda: PRDCurve(num_clusters=-1), "`num_clusters`.*-1"),
+        (lambda: PRDCurve(num_angles=2), "`num_angles`.*2"),
+        (lambda: PRDCurve(beta=float("nan")), "`beta`.*nan"),
+        (lambda: PRDCurve(enforce_balance="no"), "`enforce_balance`.*'no'"),
+        (lambda: AlphaPrecisionBetaRecall(num_alphas=1), "`num_alphas`.*1"),
+        (lambda: AlphaPrecisionBetaRecall(embedding=3), "`embedding`"),
+        (lambda: GenerativeMetrics(k_precision_recall=0), "`k_precision_recall`.*0"),
+        (lambda: GenerativeMetrics(prd=dict(beta=-1)), "`beta`.*-1"),  # used to be accepted unchecked
+        (lambda: GenerativeMetrics(prd=dict(num_cluster=3)), r"`prd`.*unknown keys \['num_cluster'\]"),
+        (lambda: GenerativeMetrics(alpha_beta=dict(k=0)), r"`alpha_beta\['k'\]`.*0"),
+        (lambda: GenerativeMetrics(error_bars=1), "`error_bars`.*1"),
+        (lambda: GenerativeMetrics(prd="yes"), "`prd`.*'yes'"),
+        (lambda: FrechetDistance(reset_real_features="no"), "`reset_real_features`.*'no'"),
+        (lambda: FrechetDistance(dtype=torch.float16), "`dtype`.*float16"),
+        (lambda: FrechetDistance(feature_extractor="inception"), "`feature_extractor`.*str"),
+        (lambda: FrechetDistance(block_bytes=0), "`block_bytes`.*0"),
+    ],
+)
+def test_metric_constructors_reject_bad_options(factory, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        factory()
+
+
+def test_metric_numpy_integer_options_are_plain_ints():
+    metric = GenerativeMetrics(k_precision_recall=np.int64(3), prd=dict(num_clusters=np.int64(3), seed=np.int32(1)))
+    assert type(metric.k_pr) is int and type(metric.prd["num_clusters"]) is int and type(metric.prd["seed"]) is int
