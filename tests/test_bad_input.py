@@ -403,3 +403,17 @@ def test_metric_constructors_reject_bad_options(factory, match):
 def test_metric_numpy_integer_options_are_plain_ints():
     metric = GenerativeMetrics(k_precision_recall=np.int64(3), prd=dict(num_clusters=np.int64(3), seed=np.int32(1)))
     assert type(metric.k_pr) is int and type(metric.prd["num_clusters"]) is int and type(metric.prd["seed"]) is int
+
+
+@pytest.mark.parametrize("name", list(METRICS))
+def test_metric_call_accumulates_and_loses_nothing(name):
+    """``metric(x, real=...)`` (torchmetrics' forward, what ``self.metric(x)`` in a LightningModule
+    does) used to raise on the one-role batch and, in doing so, drop the features accumulated."""
+    real, fake = _data()
+    reference = METRICS[name]()
+    _feed(reference, real, fake)
+    metric = METRICS[name]()
+    for which, data in ((True, real), (False, fake)):
+        for s in range(0, 40, 15):
+            assert metric(data[s : s + 15], real=which) is None
+    _assert_same(metric.compute(), reference.compute())

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ddp_utils import run_ddp
-from lightning_prd import GenerativeMetrics, PrecisionRecall
+from lightning_prd import DensityCoverage, GenerativeMetrics, PrecisionRecall
 
 BLOCK = 12000  # small tiles: each rank gets several, so the split of the work is exercised
 G = torch.Generator().manual_seed(5)
@@ -133,3 +133,38 @@ def test_ddp_rank_with_only_an_empty_batch():
     ref.update(FAKE[:40], real=False)
     expected = {k: float(v) for k, v in ref.compute().items()}
     assert run_ddp(_empty_batch) == [expected, expected]
+
+
+def _collection_forward_and_explicit_sync(rank, world):
+    """A MetricCollection (shared feature states: one compute group) fed through ``forward``;
+    then an explicit ``sync()`` / ``unsync()`` around a compute, and a second epoch."""
+    from torchmetrics import MetricCollection
+
+    coll = MetricCollection([PrecisionRecall(), DensityCoverage()])
+    for s in range(rank * 7, 90, 14):  # uneven, interleaved batches
+        assert coll(REAL[s : s + 7], real=True) == {"PrecisionRecall": None, "DensityCoverage": None}
+    coll(FAKE[rank::2], real=False)
+    first = {k: float(v) for k, v in coll.compute().items()}
+    again = {k: float(v) for k, v in coll.compute().items()}  # cached: no second gather
+
+    single = PrecisionRecall()
+    for s in range(rank * 7, 90, 14):
+        single.update(REAL[s : s + 7], real=True)
+    single.update(FAKE[rank::2], real=False)
+    single.sync()  # synced by hand (e.g. to inspect the gathered features) ...
+    rows = single.real_features.shape[0] if torch.is_tensor(single.real_features) else sum(t.shape[0] for t in single.real_features)
+    single.unsync()  # ... and back: compute syncs again, once
+    synced = {k: float(v) for k, v in single.compute().items()}
+    return first, again, synced, rows
+
+
+def test_ddp_collection_forward_and_repeated_sync():
+    ref = {}
+    for m in (PrecisionRecall(), DensityCoverage()):
+        m.update(REAL, real=True)
+        m.update(FAKE, real=False)
+        ref.update({k: float(v) for k, v in m.compute().items()})
+    for first, again, synced, rows in run_ddp(_collection_forward_and_explicit_sync):
+        assert first == again == ref
+        assert synced == {k: ref[k] for k in ("precision", "recall")}
+        assert rows == REAL.shape[0]  # the hand-made sync held every rank's rows

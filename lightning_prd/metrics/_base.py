@@ -95,6 +95,18 @@ class FeatureMetric(Metric):
             feats = feats.clone()
         (self.real_features if real else self.fake_features).append(feats.contiguous())
 
+    def forward(self, features: Any, real: bool) -> None:  # type: ignore[override]
+        """``metric(features, real=...)`` accumulates like :meth:`update` and returns ``None``.
+
+        torchmetrics' ``forward`` also computes the score of the batch alone, which for a set
+        score of two sets is undefined (a batch holds one role, and a batch's own k-NN radii are
+        not those of the whole set): it raised, and the reset it does for the batch value then
+        dropped the features accumulated so far. Call :meth:`compute` for the score.
+        """
+        self.update(features, real=real)
+        self._forward_cache = None
+        return None
+
     def _first_accumulated(self) -> Optional[Tensor]:
         for state in (self.real_features, self.fake_features):
             tensors = state if isinstance(state, list) else [state]
