@@ -477,6 +477,8 @@ def _build_metric(metric: Union[None, Mapping[str, Any], Any], per_sample: bool 
     if isinstance(metric, Mapping):
         options = {"reset_real_features": False, "per_sample": per_sample, **metric}
         return GenerativeMetrics(**options)
+    if isinstance(metric, type):
+        raise TypeError(f"Expected argument `metric` to be a Metric instance, but got the class {metric.__name__}: call it")
     if all(callable(getattr(metric, name, None)) for name in ("update", "compute", "reset", "to")):
         return metric
     raise TypeError(

@@ -417,3 +417,39 @@ def test_metric_call_accumulates_and_loses_nothing(name):
         for s in range(0, 40, 15):
             assert metric(data[s : s + 15], real=which) is None
     _assert_same(metric.compute(), reference.compute())
+
+
+# -- the callback's arguments (more in test_callback.py::test_bad_arguments_raise) -----------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(real=torch.empty(0, 4)), ValueError, r"`real` to hold at least one sample, but got shape \(0, 4\)"),
+        (dict(real={"x": 1}), TypeError, "`real` to be a tensor or a DataLoader .*dict"),
+        (dict(real=3), TypeError, "`real` to be a tensor or a DataLoader .*int"),
+        (dict(num_samples=1.5), ValueError, "`num_samples`.*1.5"),
+        (dict(num_samples=True), ValueError, "`num_samples`.*True"),
+        (dict(every_n_epochs=0), ValueError, "`every_n_epochs`.*0"),
+        (dict(batch_size=0), ValueError, "`batch_size`.*0"),
+        (dict(num_images=-3), ValueError, "`num_images`.*-3"),
+        (dict(log_images="yes"), TypeError, "`log_images`.*'yes'"),
+        (dict(seed="0"), ValueError, "`seed`.*'0'"),
+        (dict(metric=dict(k_precision_recall=0)), ValueError, "`k_precision_recall`.*0"),
+        (dict(metric=dict(knn=3)), ValueError, "knn"),
+        (dict(metric=PrecisionRecall), TypeError, "`metric` to be a Metric instance, but got the class PrecisionRecall"),
+    ],
+)
+def test_callback_rejects_bad_arguments(kwargs, error, match):
+    from lightning_prd import PRDCallback
+
+    kwargs = {"real": torch.randn(10, 4), "sample_fn": lambda module, n: torch.randn(n, 4), **kwargs}
+    with pytest.raises(error, match=match):
+        PRDCallback(kwargs.pop("real"), **kwargs)
+
+
+def test_callback_numpy_integer_options_are_plain_ints():
+    from lightning_prd import PRDCallback
+
+    cb = PRDCallback(torch.randn(10, 4), num_samples=np.int64(8), num_real=np.int32(5), seed=np.int64(2), every_n_epochs=np.int8(1))
+    assert [type(v) for v in (cb.num_samples, cb.num_real, cb.seed, cb.every_n_epochs)] == [int] * 4
