@@ -31,19 +31,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd._cli_inputs import CLIError, _check_path, _Source, load_set
+
 PROG = "lightning-prd"
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 #: score name -> "higher" / "lower" is better; the order of the printed table
 SCORES = {
     "precision": "higher",
@@ -66,6 +66,10 @@ inputs:
     .pt / .pth    a tensor, or the tensor named by --key (else the first one) of a dict
     folder/       PNG/JPEG images, searched recursively; needs --extractor
   With --extractor, files may also hold images [N, C, H, W] (uint8 0..255 or float 0..1).
+  Features are floating point: float16/bfloat16 are read as float32 (the same scores as
+  float32 files); integer and bool arrays are refused unless --extractor embeds them.
+  --json and --plot are checked before any work; missing folders are created, input files
+  are never overwritten. Bad input: exit status 1 and one line on stderr; usage: status 2.
 
 scores (the table, and --json):
   precision, recall (k = --k-pr)  Kynkäänniemi et al. 2019
@@ -98,10 +102,6 @@ examples:
 """
 
 
-class CLIError(Exception):
-    """A problem with the user's input: reported as one line, exit status 1."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors reported as one line (no usage block)."""
 
@@ -110,23 +110,32 @@ class _Parser(argparse.ArgumentParser):
 
 
 # ---------------------------------------------------------------------------- arguments
-def _int_at_least(minimum: int, what: str):
-    """An argparse ``type`` accepting integers ``>= minimum``."""
+def _int_in(minimum: int, maximum: Optional[int] = None):
+    """An argparse ``type`` accepting integers in ``[minimum, maximum]`` (the bounds the core checks)."""
+    if maximum is not None:
+        what = f"an integer in [{minimum}, {maximum}]"
+    else:
+        what = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer of at least {minimum}")
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a {what} integer, got {text!r}")
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise argparse.ArgumentTypeError(f"expected {what}, but got {shown!r}")
         return value
 
     return parse
 
 
-_positive_int = _int_at_least(1, "positive")
-_nonnegative_int = _int_at_least(0, "non-negative")
+_positive_int = _int_in(1)
+#: torch.Generator.manual_seed takes seeds up to 2**64 - 1 (subsampling and the PRD clustering)
+_seed = _int_in(0, 2**64 - 1)
+#: the bounds of lightning_prd.functional.prd.check_prd_options / alpha_beta.check_num_alphas
+_prd_runs = _int_in(1, 10_000)
+_num_alphas = _int_in(2, 1_000_000)
 
 
 def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
@@ -172,10 +181,10 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     )
     p.add_argument(
         "--seed",
-        type=_nonnegative_int,
+        type=_seed,
         default=0,
         metavar="S",
-        help="seed of subsampling and PRD clustering (default: 0)",
+        help="seed of subsampling and PRD clustering, 0 to 2**64 - 1 (default: 0)",
     )
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
@@ -183,14 +192,18 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
-        "--prd-runs", type=_positive_int, default=10, metavar="R", help="clusterings averaged by PRD (default: 10)"
+        "--prd-runs",
+        type=_prd_runs,
+        default=10,
+        metavar="R",
+        help="clusterings averaged by PRD, at most 10000 (default: 10)",
     )
     p.add_argument(
         "--num-alphas",
-        type=_positive_int,
+        type=_num_alphas,
         default=30,
         metavar="A",
-        help="points of the alpha/beta curves (default: 30)",
+        help="points of the alpha/beta curves, at least 2 (default: 30)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
@@ -234,204 +247,6 @@ def _version() -> str:
     from lightning_prd import __version__
 
     return __version__
-
-
-# ---------------------------------------------------------------------------- inputs
-def _subsample_rows(n: int, num_samples: Optional[int], seed: int) -> Optional[Tensor]:
-    """Sorted indices of a seeded subsample without replacement, or None to keep every row."""
-    if num_samples is None or n <= num_samples:
-        return None
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randperm(n, generator=gen)[:num_samples].sort().values
-
-
-def _read_array(path: Path, key: Optional[str], flag: str) -> Tensor:
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return torch.from_numpy(np.load(path, allow_pickle=False))
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            names = list(data.files)
-            if not names:
-                raise CLIError(f"{flag} {path}: the .npz file holds no arrays")
-            if key is not None and key not in names:
-                raise CLIError(f"{flag} {path}: no array named {key!r} (arrays: {', '.join(names)})")
-            return torch.from_numpy(data[key if key is not None else names[0]])
-    obj = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(obj, dict):
-        tensors = [k for k, v in obj.items() if isinstance(v, Tensor)]
-        if key is not None and key not in tensors:
-            raise CLIError(
-                f"{flag} {path}: no tensor named {key!r} (tensors: {', '.join(map(str, tensors)) or 'none'})"
-            )
-        if not tensors:
-            raise CLIError(f"{flag} {path}: the dict holds no tensor")
-        obj = obj[key if key is not None else tensors[0]]
-    if isinstance(obj, np.ndarray):
-        obj = torch.from_numpy(obj)
-    if not isinstance(obj, Tensor):
-        raise CLIError(
-            f"{flag} {path}: expected a tensor (or a dict of tensors), but the file holds a {type(obj).__name__}"
-        )
-    return obj
-
-
-def _image_files(folder: Path) -> List[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
-
-
-def _read_image(path: Path) -> Tensor:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            array = np.asarray(image.convert("RGB"))
-    except (UnidentifiedImageError, OSError) as err:
-        raise CLIError(f"cannot read image {path}: {err}") from err
-    return torch.from_numpy(array.copy()).permute(2, 0, 1)
-
-
-def _image_batches(
-    files: Sequence[Path], batch_size: int, size: Optional[Tuple[int, int]], folder: Path
-) -> Iterator[Tensor]:
-    """uint8 ``[B, 3, H, W]`` batches; a batch of mixed sizes is resized to ``size`` (float [0, 1])."""
-    import torch.nn.functional as F
-
-    for start in range(0, len(files), batch_size):
-        images = [_read_image(p) for p in files[start : start + batch_size]]
-        shapes = sorted({tuple(im.shape[1:]) for im in images})
-        if len(shapes) == 1:
-            yield torch.stack(images)
-            continue
-        if size is None:
-            sizes = " and ".join(f"{h}x{w}" for h, w in shapes[:2])
-            raise CLIError(
-                f"images in {folder} have different sizes ({sizes}) and the extractor declares no "
-                f"input_size to resize them to"
-            )
-        resized = [
-            F.interpolate(im[None].float() / 255, size=size, mode="bilinear", align_corners=False, antialias=True)
-            for im in images
-        ]
-        yield torch.cat(resized).clamp(0.0, 1.0)
-
-
-@dataclass
-class _Source:
-    """What was loaded from one PATH: its features and a description for the table and the JSON."""
-
-    features: Tensor
-    path: str
-    kind: str  # "features" or "images"
-    total: int  # samples available before --num-samples
-
-    @property
-    def num(self) -> int:
-        return int(self.features.shape[0])
-
-    def describe(self) -> Dict[str, Any]:
-        return {"path": self.path, "source": self.kind, "num_samples": self.num, "num_available": self.total}
-
-
-def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any, device: torch.device) -> _Source:
-    """Features ``[n, D]`` of one ``--real``/``--fake`` PATH (subsampled, extracted, checked)."""
-    path = Path(path_text).expanduser()
-    progress = not args.quiet and sys.stderr.isatty()
-    if not path.exists():
-        raise CLIError(f"{flag} {path_text}: no such file or directory")
-    if path.is_dir():
-        files = _image_files(path)
-        if not files:
-            raise CLIError(f"{flag} {path_text}: no PNG/JPEG images found in this folder")
-        if extractor is None:
-            raise CLIError(
-                f"{flag} {path_text} is an image folder: pass --extractor NAME "
-                f"(e.g. --extractor inception --weights FILE) to embed the images"
-            )
-        rows = _subsample_rows(len(files), args.num_samples, args.seed)
-        kept = files if rows is None else [files[i] for i in rows.tolist()]
-        batches = _Counted(
-            _image_batches(kept, args.batch_size, getattr(extractor, "input_size", None), path), len(kept)
-        )
-        feats = _extract(
-            extractor, batches, flag, path_text, device=device, progress=progress, desc=f"{flag[2:]} images"
-        )
-        return _Source(
-            features=_as_float_features(feats, flag, path_text), path=str(path), kind="images", total=len(files)
-        )
-    if path.suffix.lower() not in FEATURE_SUFFIXES:
-        raise CLIError(
-            f"{flag} {path_text}: unsupported file type {path.suffix or '(none)'!r}; expected "
-            f"{', '.join(FEATURE_SUFFIXES)} or a folder of PNG/JPEG images"
-        )
-    try:
-        key = getattr(args, f"{flag[2:]}_key") or args.key
-        data = _read_array(path, key, flag)
-    except CLIError:
-        raise
-    except Exception as err:  # noqa: BLE001 - unreadable file: one line naming it
-        raise CLIError(f"{flag} {path_text}: cannot read the file: {' '.join(str(err).split())[:300]}") from err
-    total = int(data.shape[0]) if data.ndim else 0
-    if data.ndim == 0 or total == 0:
-        raise CLIError(f"{flag} {path_text}: expected at least one sample, but got shape {tuple(data.shape)}")
-    rows = _subsample_rows(total, args.num_samples, args.seed)
-    if rows is not None:
-        data = data[rows]
-    if extractor is not None:
-        feats = _extract(
-            extractor,
-            data,
-            flag,
-            path_text,
-            batch_size=args.batch_size,
-            device=device,
-            progress=progress,
-            desc=flag[2:],
-        )
-    else:
-        if data.ndim != 2:
-            raise CLIError(
-                f"{flag} {path_text}: expected a 2-D [N, D] feature array, but got shape {tuple(data.shape)}; "
-                f"pass --extractor to embed image arrays"
-            )
-        feats = data
-    return _Source(features=_as_float_features(feats, flag, path_text), path=str(path), kind="features", total=total)
-
-
-def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> Tensor:
-    """:func:`~lightning_prd.features.extract_features`, with errors naming the input."""
-    from lightning_prd.features import extract_features
-
-    try:
-        return extract_features(extractor, data, **kwargs)
-    except CLIError:
-        raise
-    except (ValueError, TypeError, RuntimeError) as err:
-        raise CLIError(
-            f"{flag} {path}: the extractor failed on these samples: {' '.join(str(err).split())[:400]}"
-        ) from err
-
-
-def _as_float_features(feats: Tensor, flag: str, path: str) -> Tensor:
-    if feats.is_complex():
-        raise CLIError(f"{flag} {path}: expected real-valued features, but got dtype {feats.dtype}")
-    if not feats.is_floating_point() or feats.dtype in (torch.float16, torch.bfloat16):
-        feats = feats.to(torch.float32)  # integer/bool tabular columns, half-precision features
-    bad = int((~torch.isfinite(feats)).any(1).sum())
-    if bad:
-        raise CLIError(f"{flag} {path}: {bad} of {feats.shape[0]} samples hold NaN or Inf features")
-    return feats
-
-
-class _Counted:
-    """An iterable of batches that knows its number of samples (for the progress bar)."""
-
-    def __init__(self, batches: Iterator[Tensor], total: int) -> None:
-        self.batches, self.dataset = batches, range(total)
-
-    def __iter__(self) -> Iterator[Tensor]:
-        return self.batches
-
 
 # ---------------------------------------------------------------------------- scores
 class _Scorer:
@@ -514,10 +329,14 @@ def _count(src: _Source, letter: str) -> str:
     return f"{letter} = {src.num}" + (f" (of {src.total})" if src.total != src.num else "")
 
 
+def _entry(src: _Source) -> str:
+    return f" [{src.key}]" if src.key is not None else ""
+
+
 def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Namespace, scorer: _Scorer) -> str:
-    lines = [f"real      {real.path}  {_count(real, 'N')}"]
+    lines = [f"real      {real.path}{_entry(real)}  {_count(real, 'N')}"]
     if fake is not None:
-        lines.append(f"fake      {fake.path}  {_count(fake, 'M')}")
+        lines.append(f"fake      {fake.path}{_entry(fake)}  {_count(fake, 'M')}")
     lines += [
         f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}",
         f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}",
@@ -538,8 +357,11 @@ def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Nam
 
 def _write_json(path: str, payload: Dict[str, Any]) -> None:
     out = Path(path).expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n")
+    except OSError as err:
+        raise CLIError(f"--json {path}: cannot write the file: {err.strerror or err}") from err
 
 
 def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]) -> None:
@@ -581,8 +403,76 @@ def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[s
     ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="k-NN precision / recall")
     ax.grid(alpha=0.3)
     out = Path(path).expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, format=_plot_format(out))
+    except OSError as err:
+        raise CLIError(f"--plot {path}: cannot write the file: {err.strerror or err}") from err
+
+
+def _plot_format(out: Path) -> str:
+    """The image format of ``--plot``: its extension, PNG when it has none (written at exactly that path)."""
+    return out.suffix[1:].lower() or "png"
+
+
+def _check_outputs(args: argparse.Namespace, inputs: Sequence[str]) -> None:
+    """Fail before any work when ``--json`` / ``--plot`` cannot be written (missing folders are created)."""
+    seen: Dict[Path, str] = {}
+    for text in inputs:
+        path = Path(text).expanduser()
+        if path.is_file():
+            seen[path.resolve()] = "an input file"
+    for flag in ("--json", "--plot"):
+        text = getattr(args, flag[2:])
+        if text is None:
+            continue
+        if not text.strip():
+            raise CLIError(f"{flag}: expected a file path, but got {text!r}")
+        out = Path(text).expanduser()
+        if out.is_dir() or text.endswith(("/", os.sep)):
+            raise CLIError(f"{flag} {text}: expected a file path, but this is a directory")
+        resolved = out.resolve()
+        if resolved in seen:
+            raise CLIError(f"{flag} {text}: refusing to overwrite {seen[resolved]}")
+        seen[resolved] = f"the {flag} file"
+        parent = out.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise CLIError(f"{flag} {text}: cannot create the file, {parent} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise CLIError(f"{flag} {text}: cannot create the file, {parent} is not writable")
+        if out.exists() and not os.access(out, os.W_OK):
+            raise CLIError(f"{flag} {text}: the file exists and is not writable")
+        if flag == "--plot":
+            from matplotlib.figure import Figure
+
+            formats = Figure().canvas.get_supported_filetypes()
+            if _plot_format(out) not in formats:
+                raise CLIError(
+                    f"{flag} {text}: unsupported image format {out.suffix!r}; expected .png or one of "
+                    f"{', '.join('.' + f for f in sorted(formats))}"
+                )
+
+
+def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None:
+    """Cheap checks of every ``--real``/``--fake`` PATH before the (possibly long) work starts."""
+    for flag, text in paths:
+        _check_path(text, flag, has_extractor)
+
+
+def _check_sizes(src: _Source, flag: str, options: Sequence[Tuple[str, int]], args: argparse.Namespace) -> None:
+    """A k-NN radius of ``k`` needs ``k + 1`` samples in its set (the core's rule), named by option and file."""
+    held = f"{flag} {src.path} holds {src.num} samples" + (
+        f" (--num-samples {args.num_samples})" if src.num != src.total else ""
+    )
+    if src.num < 2:
+        raise CLIError(f"{flag} {src.path}: expected at least 2 samples for k-NN radii, but got {src.num}")
+    for option, k in options:
+        if src.num < k + 1:
+            raise CLIError(
+                f"{option}: expected at most {src.num - 1}, but got {k} ({held}; a k-NN radius needs at least k + 1)"
+            )
 
 
 # ---------------------------------------------------------------------------- commands
@@ -605,7 +495,10 @@ def _extractor(args: argparse.Namespace, device: torch.device) -> Any:
         return None
     from lightning_prd.features import get_extractor
 
-    return get_extractor(args.extractor, weights=args.weights, device=device)
+    try:
+        return get_extractor(args.extractor, weights=args.weights, device=device)
+    except (ValueError, TypeError, FileNotFoundError, ImportError, AttributeError) as err:
+        raise CLIError(f"--extractor {args.extractor}: {' '.join(str(err).split())}") from err
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -614,15 +507,27 @@ def _run(args: argparse.Namespace) -> int:
     labels = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
     if len(labels) != len(fakes):
         raise CLIError(f"--labels: got {len(labels)} labels for {len(fakes)} --fake sets")
+    _check_inputs([("--real", args.real), *(("--fake", p) for p in fakes)], args.extractor is not None)
+    _check_outputs(args, [args.real, *fakes])
     extractor = _extractor(args, device)
     real = load_set(args.real, "--real", args, extractor, device)
+    _check_sizes(real, "--real", [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)], args)
     dim = real.features.shape[1]
     scorer = _Scorer(real.features, args, device)
     results, sources = [], []
     for path, label in zip(fakes, labels):
         fake = load_set(path, "--fake", args, extractor, device)
         if fake.features.shape[1] != dim:
-            raise CLIError(f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim}")
+            raise CLIError(
+                f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
+            )
+        _check_sizes(fake, "--fake", [("--k-pr", args.k_pr)], args)
+        clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
+        if scorer.prd and args.prd_clusters > clustered:
+            raise CLIError(
+                f"--prd-clusters: expected at most {clustered}, but got {args.prd_clusters} (PRD clusters "
+                f"2 x min(N, M) samples; N = {real.num}, M = {fake.num} for --fake {path})"
+            )
         try:
             scores, curves = scorer(fake.features)
         except ValueError as err:

@@ -455,9 +455,396 @@ def test_bad_input_in_subprocess_has_no_traceback(files):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-def test_help_documents_everything(capsys):
+# ---------------------------------------------------------------------------- the bad-input matrix
+# In-process runs captured with ``capfd`` (file descriptors 1 and 2), so anything numpy, torch or
+# Pillow might write to stderr from C code would show up next to the one error line.
+SMALL = np.random.default_rng(5).normal(size=(20, 4)).astype(np.float32)
+
+
+def _assert_one_line(err, command, *fragments):
+    """stderr is exactly one error line of ``command`` holding every fragment, and no traceback."""
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith(f"lightning-prd {command}: error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+def _npy(array, **kw):
+    return lambda path: np.save(path, array, **kw)
+
+
+def _pt(obj):
+    return lambda path: torch.save(obj, path)
+
+
+def _npz(compressed=False, **arrays):
+    return lambda path: (np.savez_compressed if compressed else np.savez)(path, **arrays)
+
+
+def _raw(data):
+    return lambda path: path.write_bytes(data)
+
+
+def _cut(write, keep):
+    """A file written by ``write``, cut to its first ``keep`` bytes (negative: all but the last)."""
+
+    def cut(path):
+        write(path)
+        path.write_bytes(path.read_bytes()[:keep])
+
+    return cut
+
+
+def _flip_middle_byte(write):
+    def flip(path):
+        write(path)
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+    return flip
+
+
+def _folder(*files):
+    def make(path):
+        path.mkdir()
+        (path / "sub.npy").mkdir()  # a folder named like a feature file is not an image either
+        for name in files:
+            if name.endswith(".png"):
+                Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(path / name)
+            else:
+                (path / name).write_text("not an image")
+
+    return make
+
+
+def _with(value, row=3, col=1):
+    out = SMALL.copy()
+    out[row, col] = value
+    return out
+
+
+# case -> (file name, writer (None: the path does not exist), extra argv, fragments of the message);
+# "{flag}" stands for the option the bad file is given to (--real or --fake)
+BAD_FILES = {
+    "missing file": ("nope.npy", None, [], ["no such file or directory"]),
+    "missing folder": ("no_such_folder", None, [], ["no such file or directory"]),
+    "empty folder": ("empty", _folder(), [], ["no PNG/JPEG images found"]),
+    "folder without images": ("texts", _folder("a.txt", "b.csv"), [], ["no PNG/JPEG images found"]),
+    "image folder without extractor": ("imgs", _folder("x.png"), [], ["is an image folder", "--extractor"]),
+    "unknown extension": ("feats.csv", _raw(b"1,2\n"), [], ["unsupported file type '.csv'"]),
+    "no extension": ("feats", _raw(b"1"), [], ["unsupported file type '(none)'"]),
+    "empty .npy": ("empty.npy", _raw(b""), [], ["cannot read the file: the file is empty"]),
+    "not a .npy": ("text.npy", _raw(b"not numpy at all"), [], ["cannot read the file: not a NumPy .npy file"]),
+    "truncated .npy header": ("t.npy", _cut(_npy(SMALL), 60), [], ["cannot read the file: the file is truncated"]),
+    "truncated .npy data": ("t.npy", _cut(_npy(SMALL), -40), [], ["cannot read the file: the file is truncated"]),
+    ".npy of objects": ("obj.npy", _npy(np.array([{"a": 1}] * 20), allow_pickle=True), [], ["Python objects"]),
+    ".npy of strings": ("str.npy", _npy(np.full((20, 4), "a")), [], ["unsupported dtype <U1"]),
+    ".npy with a key": ("k.npy", _npy(SMALL), ["{flag}-key", "feats"], ["{flag}-key 'feats'", "one unnamed array"]),
+    "not a .npz": ("text.npz", _raw(b"garbage" * 10), [], ["cannot read the file: not a NumPy .npz archive"]),
+    "truncated .npz": ("t.npz", _cut(_npz(a=SMALL), 200), [], ["cannot read the file: the file is truncated"]),
+    "corrupt .npz": ("c.npz", _flip_middle_byte(_npz(True, a=SMALL)), [], ["the file is truncated or corrupt"]),
+    ".npz without arrays": ("zero.npz", _npz(), [], ["the .npz archive holds no arrays"]),
+    ".npz without the key": (
+        "two.npz", _npz(a=SMALL, b=SMALL), ["{flag}-key", "nope"], ["no array named 'nope' (arrays: a, b)"]
+    ),
+    ".npz first array not features": (
+        "two.npz",
+        _npz(a=SMALL[:, 0], b=SMALL),
+        [],
+        ["(array 'a', the first of several; choose one with {flag}-key)", "2-D", "(20,)"],
+    ),
+    "not a .pt": ("text.pt", _raw(b"garbage" * 10), [], ["cannot read the file: not a torch.save file"]),
+    "truncated .pt": ("t.pt", _cut(_pt(torch.from_numpy(SMALL)), -30), [], ["the file is truncated or corrupt"]),
+    "corrupt .pt archive": ("z.pt", _raw(b"PK\x03\x04 no zip"), [], ["cannot read the file: the file is truncated"]),
+    "truncated legacy .pt": ("p.pt", _raw(b"\x80\x02junk"), [], ["cannot read the file: the file is truncated"]),
+    "corrupt legacy .pt": ("p.pt", _raw(b"\x80\x02\x8a\x0a" + b"junk" * 8), [], ["not a torch.save file, or"]),
+    ".pt dict without tensors": ("d.pt", _pt({"a": 1, "b": "x"}), [], ["the dict holds no tensor (keys: a, b)"]),
+    ".pt list of strings": ("l.pt", _pt(["a", "b"]), [], ["expected a tensor", "the file holds a list"]),
+    ".pt of a numpy array": ("n.pt", _pt(SMALL), [], ["not loaded for safety"]),
+    ".pt dict without the key": (
+        "d.pt", _pt({"feats": torch.from_numpy(SMALL)}), ["{flag}-key", "nope"], ["no tensor named 'nope'"]
+    ),
+    ".pt dict first tensor a scalar": (
+        "d.pt",
+        _pt({"step": torch.tensor(3), "feats": torch.from_numpy(SMALL)}),
+        [],
+        ["(tensor 'step', the first of several; choose one with {flag}-key)", "at least one sample"],
+    ),
+    ".pt tensor with a key": ("t.pt", _pt(torch.from_numpy(SMALL)), ["{flag}-key", "f"], ["a single tensor"]),
+    "1-D": ("one_d.npy", _npy(SMALL[:, 0]), [], ["expected a 2-D [N, D] feature array, but got shape (20,)"]),
+    "3-D": ("three_d.npy", _npy(SMALL[:, :, None]), [], ["2-D", "but got shape (20, 4, 1)"]),
+    "no samples": ("none.npy", _npy(SMALL[:0]), [], ["expected at least one sample, but got shape (0, 4)"]),
+    "no features": ("flat.npy", _npy(SMALL[:, :0]), [], ["at least one feature, but got shape (20, 0)"]),
+    "widths differ": ("wide.npy", _npy(np.ones((20, 6), np.float32)), [], ["features per sample, but --real has"]),
+    "NaN": ("nan.npy", _npy(_with(np.nan)), [], ["1 of 20 samples hold NaN or Inf"]),
+    "Inf": ("inf.npy", _npy(_with(np.inf)), [], ["1 of 20 samples hold NaN or Inf"]),
+    "-Inf in float16": ("ninf.npy", _npy(_with(-np.inf).astype(np.float16)), [], ["NaN or Inf"]),
+    "int64": ("i.npy", _npy((SMALL * 10).astype(np.int64)), [], ["floating-point features, but got dtype torch.int64"]),
+    "uint8": ("u8.npy", _npy(np.zeros((20, 4), np.uint8)), [], ["floating-point features, but got dtype torch.uint8"]),
+    "bool": ("b.pt", _pt(torch.from_numpy(SMALL > 0)), [], ["floating-point features, but got dtype torch.bool"]),
+    "complex": ("c.npy", _npy(SMALL.astype(np.complex64)), [], ["real-valued features, but got dtype torch.complex64"]),
+    "fewer than k + 1 samples": ("few.npy", _npy(SMALL[:3]), [], ["--k-pr: expected at most 2, but got 3", "3 sampl"]),
+}
+
+
+@pytest.mark.parametrize("flag", ["--real", "--fake"])
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_bad_file_matrix_is_one_line(tmp_path, capfd, case, flag):
+    name, write, extra, fragments = BAD_FILES[case]
+    good, bad = tmp_path / "good.npy", tmp_path / name
+    np.save(good, SMALL)
+    if write is not None:
+        write(bad)
+    paths = {"--real": str(good), "--fake": str(good), flag: str(bad)}
+    argv = ["evaluate", "--real", paths["--real"], "--fake", paths["--fake"], *[a.format(flag=flag) for a in extra]]
+    assert main([*argv, "--no-prd", "--no-alpha-beta", "-q"]) == 1
+    out, err = capfd.readouterr()
+    _assert_one_line(err, "evaluate", flag, str(bad), *[f.format(flag=flag) for f in fragments])
+    assert out == ""
+
+
+@pytest.mark.parametrize("case", ["not a .npy", "truncated .pt", "1-D", "NaN", "int64", "widths differ"])
+def test_compare_names_the_bad_fake_set(tmp_path, capfd, case):
+    name, write, _, fragments = BAD_FILES[case]
+    good, bad = tmp_path / "good.npy", tmp_path / name
+    np.save(good, SMALL)
+    write(bad)
+    argv = ["compare", "--real", str(good), "--fake", str(good), str(bad), "--labels", "ok", "bad", "--no-prd", "-q"]
+    assert main(argv) == 1
+    out, err = capfd.readouterr()
+    _assert_one_line(err, "compare", "--fake", str(bad), *[f.format(flag="--fake") for f in fragments])
+    assert out == ""
+
+
+@pytest.mark.parametrize("flag", ["--real", "--fake"])
+@pytest.mark.parametrize(
+    ("case", "fragment"), [("not an image", "cannot identify image file"), ("truncated", "image file is truncated")]
+)
+def test_unreadable_image_names_flag_and_file(tmp_path, capfd, flag, case, fragment):
+    _write_images(tmp_path / "good", 8, seed=1)
+    bad_dir = tmp_path / "bad"
+    _write_images(bad_dir, 8, seed=2)
+    bad = bad_dir / "zz_bad.png"
+    if case == "not an image":
+        bad.write_bytes(b"not a png")
+    else:
+        data = (bad_dir / "img_000.png").read_bytes()
+        bad.write_bytes(data[: len(data) // 2])
+    paths = {"--real": str(tmp_path / "good"), "--fake": str(tmp_path / "good"), flag: str(bad_dir)}
+    argv = ["evaluate", "--real", paths["--real"], "--fake", paths["--fake"], "--extractor", "random-cnn"]
+    assert main([*argv, "--no-prd", "--no-alpha-beta", "-q"]) == 1
+    _assert_one_line(capfd.readouterr().err, "evaluate", f"{flag}: cannot read image", str(bad), fragment)
+
+
+@pytest.mark.parametrize(
+    ("fake", "extra", "fragments"),
+    [
+        ("real.npy", ["--k-pr", "20"], ["--k-pr: expected at most 19, but got 20", "--real", "holds 20 samples"]),
+        ("real.npy", ["--k-dc", "20"], ["--k-dc: expected at most 19, but got 20", "--real", "holds 20 samples"]),
+        ("real.npy", ["--num-samples", "3"], ["--k-pr: expected at most 2, but got 3", "3 samples (--num-samples 3)"]),
+        ("small.npy", ["--k-pr", "5"], ["--k-pr: expected at most 4, but got 5", "--fake", "small.npy"]),
+        ("real.npy", ["--prd-clusters", "41"], ["--prd-clusters: expected at most 40, but got 41", "N = 20, M = 20"]),
+        ("small.npy", ["--k-pr", "2"], ["--prd-clusters: expected at most 10, but got 20", "M = 5", "small.npy"]),
+    ],
+)
+def test_option_too_large_for_the_data(tmp_path, capfd, fake, extra, fragments):
+    np.save(tmp_path / "real.npy", SMALL)
+    np.save(tmp_path / "small.npy", SMALL[:5])
+    argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / fake), *extra]
+    assert main([*argv, *FAST_PRD[2:], "--no-alpha-beta", "-q"]) == 1  # PRD on, default clusters unless given
+    out, err = capfd.readouterr()
+    _assert_one_line(err, "evaluate", *fragments)
+    assert out == ""
+
+
+def test_options_at_their_limits_are_accepted(tmp_path):
+    """The checks above are exact: k = N - 1, M - 1 and 2 min(N, M) clusters still run; k of
+    density/coverage may exceed M (only real radii use it); the largest seed works."""
+    np.save(tmp_path / "real.npy", SMALL)
+    np.save(tmp_path / "small.npy", SMALL[:5])
+    out = tmp_path / "o.json"
+    base = ["evaluate", "--real", str(tmp_path / "real.npy"), "--json", str(out), "-q", "--prd-runs", "1"]
+    fake = str(tmp_path / "real.npy")
+    assert main([*base, "--fake", fake, "--k-pr", "19", "--k-dc", "19", "--prd-clusters", "40"]) == 0
+    small = str(tmp_path / "small.npy")
+    assert main([*base, "--fake", small, "--k-pr", "4", "--k-dc", "10", "--prd-clusters", "10"]) == 0
+    assert main([*base, "--fake", fake, "--seed", str(2**64 - 1), "--num-samples", "15", "--prd-clusters", "5"]) == 0
+    assert json.loads(out.read_text())["settings"]["seed"] == 2**64 - 1
+
+
+@pytest.mark.parametrize("command", ["evaluate", "compare"])
+@pytest.mark.parametrize(
+    ("option", "value", "what"),
+    [
+        ("--k-pr", "0", "a positive integer"),
+        ("--k-pr", "-1", "a positive integer"),
+        ("--k-pr", "abc", "a positive integer"),
+        ("--k-pr", "2.5", "a positive integer"),
+        ("--k-pr", "", "a positive integer"),
+        ("--k-dc", "0", "a positive integer"),
+        ("--prd-clusters", "0", "a positive integer"),
+        ("--prd-runs", "0", "an integer in [1, 10000]"),
+        ("--prd-runs", "10001", "an integer in [1, 10000]"),
+        ("--num-alphas", "1", "an integer in [2, 1000000]"),
+        ("--num-alphas", "-3", "an integer in [2, 1000000]"),
+        ("--seed", "-1", "an integer in [0, 18446744073709551615]"),
+        ("--seed", str(2**64), "an integer in [0, 18446744073709551615]"),
+        ("--num-samples", "0", "a positive integer"),
+        ("--batch-size", "1e3", "a positive integer"),
+    ],
+)
+def test_invalid_numeric_option_is_a_usage_error(capfd, command, option, value, what):
+    assert main([command, "--real", "a.npy", "--fake", "b.npy", option, value]) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{command}: error: argument {option}: expected {what}, but got {value!r}" in err
+
+
+# ---------------------------------------------------------------------------- outputs
+def _no_work(*args, **kwargs):
+    pytest.fail("the inputs were loaded although an output cannot be written")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+@pytest.mark.parametrize(
+    ("case", "fragment"),
+    [
+        ("a directory", "expected a file path, but this is a directory"),
+        ("trailing slash", "expected a file path, but this is a directory"),
+        ("inside a file", "is not a directory"),
+        ("an input file", "refusing to overwrite an input file"),
+        ("empty", "expected a file path, but got ''"),
+    ],
+)
+def test_unwritable_output_fails_before_any_work(tmp_path, capfd, monkeypatch, flag, case, fragment):
+    np.save(tmp_path / "real.npy", SMALL)
+    (tmp_path / "folder").mkdir()
+    target = {
+        "a directory": str(tmp_path / "folder"),
+        "trailing slash": str(tmp_path / "new_folder") + os.sep,
+        "inside a file": str(tmp_path / "real.npy" / "out.x"),
+        "an input file": str(tmp_path / "real.npy"),
+        "empty": "",
+    }[case]
+    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy"), flag, target]
+    assert main(argv) == 1
+    out, err = capfd.readouterr()
+    _assert_one_line(err, "evaluate", flag, target, fragment)
+    assert out == "" and (tmp_path / "real.npy").read_bytes()[:6] == b"\x93NUMPY"
+
+
+def test_plot_format_and_clashes_are_checked_first(tmp_path, capfd, monkeypatch):
+    np.save(tmp_path / "real.npy", SMALL)
+    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy")]
+    assert main([*argv, "--plot", str(tmp_path / "curves.xyz")]) == 1
+    _assert_one_line(capfd.readouterr().err, "evaluate", "--plot", "curves.xyz", "unsupported image format '.xyz'")
+    same = str(tmp_path / "same")
+    assert main([*argv, "--json", same, "--plot", same]) == 1
+    _assert_one_line(capfd.readouterr().err, "evaluate", f"--plot {same}", "refusing to overwrite the --json file")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+def test_write_failure_is_one_line(tmp_path, capfd, monkeypatch, flag):
+    """When writing fails anyway (the early check cannot foresee everything), it is still one line."""
+    np.save(tmp_path / "real.npy", SMALL)
+    (tmp_path / "folder").mkdir()
+    monkeypatch.setattr("lightning_prd.cli._check_outputs", lambda *a: None)
+    argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy")]
+    assert main([*argv, flag, str(tmp_path / "folder"), "--no-prd", "--no-alpha-beta", "-q"]) == 1
+    _assert_one_line(capfd.readouterr().err, "evaluate", f"{flag} {tmp_path / 'folder'}: cannot write the file")
+
+
+def test_plot_without_suffix_is_a_png_at_that_path(tmp_path):
+    np.save(tmp_path / "real.npy", SMALL)
+    out = tmp_path / "new" / "curves"
+    argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy"), "--plot", str(out)]
+    assert main([*argv, "--no-prd", "--no-alpha-beta", "-q"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "new" / "curves.png").exists()
+
+
+# ---------------------------------------------------------------------------- encodings of the same features
+def _quantised(x, dtype):
+    return torch.from_numpy(x).to(dtype).float().numpy()
+
+
+ENCODINGS = {  # name -> (the float32 values it stands for, writer, suffix)
+    "float16 .npy": (lambda x: _quantised(x, torch.float16), lambda x, p: np.save(p, x.astype(np.float16)), ".npy"),
+    "float16 .npz": (
+        lambda x: _quantised(x, torch.float16),
+        lambda x, p: np.savez(p, feats=x.astype(np.float16)),
+        ".npz",
+    ),
+    "float16 .pt": (
+        lambda x: _quantised(x, torch.float16),
+        lambda x, p: torch.save(torch.from_numpy(x).half(), p),
+        ".pt",
+    ),
+    "bfloat16 .pt": (
+        lambda x: _quantised(x, torch.bfloat16),
+        lambda x, p: torch.save({"feats": torch.from_numpy(x).bfloat16()}, p),
+        ".pt",
+    ),
+    "big-endian .npy": (lambda x: x, lambda x, p: np.save(p, x.astype(">f4")), ".npy"),
+    "sparse .pt": (lambda x: x, lambda x, p: torch.save(torch.from_numpy(x).to_sparse(), p), ".pt"),
+}
+
+
+@pytest.mark.parametrize("flag", ["--real", "--fake"])
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_other_encodings_give_exactly_the_float32_scores(tmp_path, encoding, flag):
+    """float16/bfloat16 are upcast to float32 (as the functional core does), so every score equals
+    the one of the same values saved as float32; big-endian and sparse files read as the same array."""
+    values, write, suffix = ENCODINGS[encoding]
+    gen = np.random.default_rng(11)
+    sets = {"--real": gen.normal(size=(24, 4)), "--fake": gen.normal(size=(20, 4))}
+    sets = {f: x.astype(np.float32) for f, x in sets.items()}
+    sets[flag] = values(sets[flag])
+    assert sets[flag].dtype == np.float32
+    plain = {f: tmp_path / f"{f[2:]}.npy" for f in sets}
+    for f, x in sets.items():
+        np.save(plain[f], x)
+    encoded = tmp_path / f"encoded{suffix}"
+    write(sets[flag], encoded)
+    common = [*FAST_PRD, "--num-alphas", "8", "-q"]
+
+    def scores(paths, name):
+        out = tmp_path / f"{name}.json"
+        argv = ["evaluate", "--real", str(paths["--real"]), "--fake", str(paths["--fake"]), "--json", str(out)]
+        assert main([*argv, *common]) == 0
+        return json.loads(out.read_text())
+
+    want = scores(plain, "float32")
+    got = scores({**plain, flag: encoded}, "encoded")
+    assert got["scores"] == want["scores"]  # exactly, not approximately
+    assert set(got["scores"]) == set(SCORES_ALL) and got["num_features"] == 4
+    assert got[flag[2:]]["key"] == ("feats" if encoding in ("float16 .npz", "bfloat16 .pt") else None)
+
+
+SCORES_ALL = (
+    "precision", "recall", "density", "coverage", "f_beta", "f_inv_beta",
+    "alpha_precision", "beta_recall", "authenticity", "frechet_distance",
+)
+
+
+def test_npz_with_several_arrays_uses_the_first_and_says_which(tmp_path, capfd):
+    np.savez(tmp_path / "both.npz", real=SMALL, fake=SMALL[::-1] + 0.1)
+    out = tmp_path / "o.json"
+    both = str(tmp_path / "both.npz")
+    argv = ["evaluate", "--real", both, "--fake", both, "--fake-key", "fake"]
+    assert main([*argv, "--json", str(out), "--no-prd", "--no-alpha-beta", "-q"]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["real"]["key"] == "real" and payload["fake"]["key"] == "fake"
+    text = capfd.readouterr().out
+    assert "both.npz [real]" in text and "both.npz [fake]" in text
+
+
+def test_help_documents_everything(capfd):
     assert main(["evaluate", "--help"]) == 0
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     for word in (
         "--real",
         "--fake",
@@ -480,6 +867,6 @@ def test_help_documents_everything(capsys):
     ):
         assert word in text, word
     assert main(["compare", "--help"]) == 0
-    assert "--labels" in capsys.readouterr().out
+    assert "--labels" in capfd.readouterr().out
     assert main(["--help"]) == 0
-    assert "evaluate" in capsys.readouterr().out
+    assert "evaluate" in capfd.readouterr().out

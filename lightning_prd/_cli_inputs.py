@@ -1,0 +1,360 @@
+"""Reading the ``lightning-prd`` command's inputs: feature files and image folders.
+
+Every problem with a file becomes a :class:`CLIError` whose one-line message names the flag
+(``--real``/``--fake``), the file and what is wrong; :mod:`lightning_prd.cli` prints it and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import re
+import struct
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lightning_prd.functional._validation import as_features
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
+
+
+class CLIError(Exception):
+    """A problem with the user's input: reported as one line, exit status 1."""
+
+
+class _Unreadable(CLIError):
+    """A feature file that is not what its extension says, or is truncated or corrupt."""
+
+
+
+
+
+def _subsample_rows(n: int, num_samples: Optional[int], seed: int) -> Optional[Tensor]:
+    """Sorted indices of a seeded subsample without replacement, or None to keep every row."""
+    if num_samples is None or n <= num_samples:
+        return None
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randperm(n, generator=gen)[:num_samples].sort().values
+
+
+#: the first bytes of each feature file type: a .npy header, a zip archive (.npz and torch.save),
+#: or a legacy torch.save pickle (protocol 2+)
+_MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK",), ".pt": (b"PK", b"\x80"), ".pth": (b"PK", b"\x80")}
+_WHAT = {
+    ".npy": "a NumPy .npy file",
+    ".npz": "a NumPy .npz archive",
+    ".pt": "a torch.save file",
+    ".pth": "a torch.save file",
+}
+
+
+@dataclass
+class _Array:
+    """The array read from one feature file, and where it came from inside the file."""
+
+    data: Tensor
+    name: Optional[str] = None  # its name in a .npz / a .pt dict; None for a bare array
+    picked: bool = False  # True when the first of several entries was taken (no key given)
+
+
+def _first_sentence(err: BaseException, limit: int = 200) -> str:
+    """A short one-line form of an exception from numpy / torch (no ANSI codes, no paragraphs)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    text = " ".join(text.split()) or type(err).__name__
+    first = re.split(r"(?<=[a-z0-9)\]])\. ", text, maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _load_error(suffix: str, err: BaseException) -> str:
+    """Why a feature file could not be read, in words that do not send the user to unsafe loading."""
+    text = " ".join(str(err).split())
+    if isinstance(err, pickle.UnpicklingError) or "Weights only load failed" in text:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if found:
+            return (
+                f"it holds Python objects that are not loaded for safety ({found.group(1)}); "
+                f"save a tensor, or a dict of tensors, with torch.save (or the array with numpy.save as .npy)"
+            )
+        return f"not {_WHAT[suffix]}, or the file is corrupt"
+    if "allow_pickle" in text:
+        return "it holds Python objects (dtype object), not numeric features"
+    truncated = ("EOF", "PytorchStreamReader", "not fully written", "Bad CRC", "decompressing")
+    if isinstance(err, (EOFError, struct.error, zipfile.BadZipFile)) or any(word in text for word in truncated):
+        return f"the file is truncated or corrupt ({_first_sentence(err)})"
+    return _first_sentence(err, 300)
+
+
+def _from_numpy(array: np.ndarray) -> Tensor:
+    if not array.dtype.isnative:  # a big-endian .npy written on another machine
+        array = array.astype(array.dtype.newbyteorder("="))
+    try:
+        return torch.from_numpy(array)
+    except TypeError:
+        raise CLIError(
+            f"unsupported dtype {array.dtype}; expected numeric features (float32, float64 or float16)"
+        ) from None
+
+
+def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Array:
+    """The features in a .npy / .npz / .pt / .pth file (CLIError with the reason, without the file's name).
+
+    ``key_flag`` is the option ``key`` came from; a per-set key (``--real-key``/``--fake-key``)
+    on a file with a single unnamed array is an error, the shared ``--key`` is not.
+    """
+    suffix = path.suffix.lower()
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if not head:
+        raise _Unreadable("the file is empty")
+    if not head.startswith(_MAGIC[suffix]):
+        raise _Unreadable(f"not {_WHAT[suffix]} (it does not start with the {suffix} file header)")
+
+    def unnamed(what: str) -> None:
+        if key is not None and key_flag != "--key":
+            raise CLIError(f"{key_flag} {key!r} names an entry, but {what}")
+
+    if suffix == ".npy":
+        unnamed("a .npy file holds one unnamed array")
+        return _Array(_from_numpy(np.load(path, allow_pickle=False)))
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            names = list(data.files)
+            if not names:
+                raise CLIError("the .npz archive holds no arrays")
+            if key is not None and key not in names:
+                raise CLIError(f"no array named {key!r} (arrays: {', '.join(names)})")
+            name = key if key is not None else names[0]
+            return _Array(_from_numpy(data[name]), name, picked=key is None and len(names) > 1)
+    obj = torch.load(path, map_location="cpu", weights_only=True)
+    name, picked = None, False
+    if isinstance(obj, dict):
+        tensors = [k for k, v in obj.items() if isinstance(v, Tensor)]
+        if key is not None and key not in tensors:
+            raise CLIError(f"no tensor named {key!r} (tensors: {', '.join(map(str, tensors)) or 'none'})")
+        if not tensors:
+            raise CLIError(f"the dict holds no tensor (keys: {', '.join(map(str, obj))[:200] or 'none'})")
+        name = key if key is not None else tensors[0]
+        picked = key is None and len(tensors) > 1
+        obj = obj[name]
+    elif isinstance(obj, Tensor):
+        unnamed("the file holds a single tensor, not a dict")
+    if isinstance(obj, np.ndarray):
+        obj = _from_numpy(obj)
+    if not isinstance(obj, Tensor):
+        raise CLIError(f"expected a tensor (or a dict of tensors), but the file holds a {type(obj).__name__}")
+    obj = obj.detach()
+    if obj.layout != torch.strided:  # a sparse tensor
+        obj = obj.to_dense()
+    return _Array(obj, None if name is None else str(name), picked)
+
+
+def _image_files(folder: Path) -> List[Path]:
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+
+
+def _read_image(path: Path, flag: str) -> Tensor:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            array = np.asarray(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError) as err:
+        raise CLIError(f"{flag}: cannot read image {path}: {_first_sentence(err)}") from err
+    return torch.from_numpy(array.copy()).permute(2, 0, 1)
+
+
+def _image_batches(
+    files: Sequence[Path], batch_size: int, size: Optional[Tuple[int, int]], folder: Path, flag: str
+) -> Iterator[Tensor]:
+    """uint8 ``[B, 3, H, W]`` batches; a batch of mixed sizes is resized to ``size`` (float [0, 1])."""
+    import torch.nn.functional as F
+
+    for start in range(0, len(files), batch_size):
+        images = [_read_image(p, flag) for p in files[start : start + batch_size]]
+        shapes = sorted({tuple(im.shape[1:]) for im in images})
+        if len(shapes) == 1:
+            yield torch.stack(images)
+            continue
+        if size is None:
+            sizes = " and ".join(f"{h}x{w}" for h, w in shapes[:2])
+            raise CLIError(
+                f"{flag} {folder}: the images have different sizes ({sizes}) and the extractor declares no "
+                f"input_size to resize them to"
+            )
+        resized = [
+            F.interpolate(im[None].float() / 255, size=size, mode="bilinear", align_corners=False, antialias=True)
+            for im in images
+        ]
+        yield torch.cat(resized).clamp(0.0, 1.0)
+
+
+@dataclass
+class _Source:
+    """What was loaded from one PATH: its features and a description for the table and the JSON."""
+
+    features: Tensor
+    path: str
+    kind: str  # "features" or "images"
+    total: int  # samples available before --num-samples
+    key: Optional[str] = None  # the array / tensor used, in a .npz or a .pt dict
+
+    @property
+    def num(self) -> int:
+        return int(self.features.shape[0])
+
+    def describe(self) -> Dict[str, Any]:
+        return {
+            "path": self.path,
+            "key": self.key,
+            "source": self.kind,
+            "num_samples": self.num,
+            "num_available": self.total,
+        }
+
+
+def _check_path(path_text: str, flag: str, has_extractor: bool) -> Path:
+    """The PATH of ``--real``/``--fake``, if it is an existing feature file or a folder of images."""
+    path = Path(path_text).expanduser()
+    if not path.exists():
+        raise CLIError(f"{flag} {path_text}: no such file or directory")
+    if path.is_dir():
+        if not _image_files(path):
+            raise CLIError(f"{flag} {path_text}: no PNG/JPEG images found in this folder")
+        if not has_extractor:
+            raise CLIError(
+                f"{flag} {path_text} is an image folder: pass --extractor NAME "
+                f"(e.g. --extractor inception --weights FILE) to embed the images"
+            )
+    elif path.suffix.lower() not in FEATURE_SUFFIXES:
+        raise CLIError(
+            f"{flag} {path_text}: unsupported file type {path.suffix or '(none)'!r}; expected "
+            f"{', '.join(FEATURE_SUFFIXES)} or a folder of PNG/JPEG images"
+        )
+    return path
+
+
+def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any, device: torch.device) -> _Source:
+    """Features ``[n, D]`` of one ``--real``/``--fake`` PATH (subsampled, extracted, checked)."""
+    path = _check_path(path_text, flag, extractor is not None)
+    progress = not args.quiet and sys.stderr.isatty()
+    if path.is_dir():
+        files = _image_files(path)
+        rows = _subsample_rows(len(files), args.num_samples, args.seed)
+        kept = files if rows is None else [files[i] for i in rows.tolist()]
+        batches = _Counted(
+            _image_batches(kept, args.batch_size, getattr(extractor, "input_size", None), path, flag), len(kept)
+        )
+        feats = _extract(
+            extractor, batches, flag, path_text, device=device, progress=progress, desc=f"{flag[2:]} images"
+        )
+        return _Source(
+            features=_as_float_features(feats, flag, path_text, extracted=True),
+            path=str(path),
+            kind="images",
+            total=len(files),
+        )
+    key_flag = f"{flag}-key" if getattr(args, f"{flag[2:]}_key") is not None else ("--key" if args.key else None)
+    key = getattr(args, f"{flag[2:]}_key") or args.key
+    try:
+        array = _read_array(path, key, key_flag)
+    except _Unreadable as err:
+        raise CLIError(f"{flag} {path_text}: cannot read the file: {err}") from err
+    except CLIError as err:
+        raise CLIError(f"{flag} {path_text}: {err}") from err
+    except Exception as err:  # noqa: BLE001 - unreadable file: one line naming it
+        reason = _load_error(path.suffix.lower(), err)
+        raise CLIError(f"{flag} {path_text}: cannot read the file: {reason}") from err
+    data, where = array.data, path_text
+    if array.name is not None:
+        entry = "array" if path.suffix.lower() == ".npz" else "tensor"
+        where = f"{path_text} ({entry} {array.name!r}" + (
+            f", the first of several; choose one with {flag}-key)" if array.picked else ")"
+        )
+    total = int(data.shape[0]) if data.ndim else 0
+    if data.ndim == 0 or total == 0:
+        raise CLIError(f"{flag} {where}: expected at least one sample, but got shape {tuple(data.shape)}")
+    rows = _subsample_rows(total, args.num_samples, args.seed)
+    if rows is not None:
+        data = data[rows]
+    if extractor is not None:
+        feats = _extract(
+            extractor,
+            data,
+            flag,
+            where,
+            batch_size=args.batch_size,
+            device=device,
+            progress=progress,
+            desc=flag[2:],
+        )
+    else:
+        if data.ndim != 2:
+            raise CLIError(
+                f"{flag} {where}: expected a 2-D [N, D] feature array, but got shape {tuple(data.shape)}; "
+                f"pass --extractor to embed image arrays"
+            )
+        feats = data
+    return _Source(
+        features=_as_float_features(feats, flag, where, extracted=extractor is not None),
+        path=str(path),
+        kind="features",
+        total=total,
+        key=array.name,
+    )
+
+
+def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> Tensor:
+    """:func:`~lightning_prd.features.extract_features`, with errors naming the input."""
+    from lightning_prd.features import extract_features
+
+    try:
+        return extract_features(extractor, data, **kwargs)
+    except CLIError:
+        raise
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise CLIError(
+            f"{flag} {path}: the extractor failed on these samples: {' '.join(str(err).split())[:400]}"
+        ) from err
+
+
+def _as_float_features(feats: Tensor, flag: str, where: str, *, extracted: bool) -> Tensor:
+    """Checked features ``[n, D]``, as the functional core takes them: float16/bfloat16 upcast to
+    float32 (the core's rule, so the scores equal those of the float32 values); integer, bool and
+    complex features refused (the core raises ``TypeError`` on them); NaN/Inf refused."""
+    if feats.is_complex():
+        raise CLIError(f"{flag} {where}: expected real-valued features, but got dtype {feats.dtype}")
+    if not feats.is_floating_point():
+        hint = (
+            "the extractor returned them"
+            if extracted
+            else "convert them to float32 if they are feature values, or pass --extractor if they are images"
+        )
+        raise CLIError(f"{flag} {where}: expected floating-point features, but got dtype {feats.dtype}; {hint}")
+    if feats.dtype in (torch.float16, torch.bfloat16):
+        feats = feats.to(torch.float32)
+    if feats.ndim == 2 and feats.numel():
+        bad = int((~torch.isfinite(feats)).any(1).sum())
+        if bad:
+            raise CLIError(f"{flag} {where}: {bad} of {feats.shape[0]} samples hold NaN or Inf features")
+    try:
+        return as_features(feats, flag[2:])
+    except (TypeError, ValueError) as err:
+        raise CLIError(f"{flag} {where}: {err}") from err
+
+
+class _Counted:
+    """An iterable of batches that knows its number of samples (for the progress bar)."""
+
+    def __init__(self, batches: Iterator[Tensor], total: int) -> None:
+        self.batches, self.dataset = batches, range(total)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return self.batches
