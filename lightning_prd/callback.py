@@ -37,7 +37,7 @@ from torch.utils.data import DistributedSampler, RandomSampler
 
 from lightning_prd import plotting
 from lightning_prd.features.base import first_tensor
-from lightning_prd.functional._validation import check_int, check_positive_int
+from lightning_prd.functional._validation import check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
 from lightning_prd.metrics.generative import GenerativeMetrics
 from lightning_prd.samplers import distributed_sampler_of, unpadded_count
@@ -96,7 +96,7 @@ class PRDCallbackCore:
             num_real = check_positive_int(num_real, "num_real")
         if not isinstance(prefix, str):
             raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
-        seed = check_int(seed, "seed", minimum=0)
+        seed = check_seed(seed)
         if not isinstance(log_curves, bool):
             raise TypeError(f"Expected argument `log_curves` to be a bool, but got {log_curves!r}")
         self.real = real

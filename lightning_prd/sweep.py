@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import Identity, extract_features
-from lightning_prd.functional._validation import check_int, check_positive_int
+from lightning_prd.functional._validation import check_positive_int, check_seed
 
 
 @dataclass
@@ -130,7 +130,7 @@ def sweep_knob(
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
         raise ValueError(f"Expected argument `values` to be a non-empty sequence of knob values, but got {values!r}")
     num_samples = check_positive_int(num_samples, "num_samples")
-    check_int(seed, "seed")
+    seed = check_seed(seed)
     if feature_extractor is not None and not callable(feature_extractor):
         raise TypeError(
             f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"

@@ -453,3 +453,20 @@ def test_callback_numpy_integer_options_are_plain_ints():
 
     cb = PRDCallback(torch.randn(10, 4), num_samples=np.int64(8), num_real=np.int32(5), seed=np.int64(2), every_n_epochs=np.int8(1))
     assert [type(v) for v in (cb.num_samples, cb.num_real, cb.seed, cb.every_n_epochs)] == [int] * 4
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 1.5, "0", None])
+def test_every_seed_is_checked(seed):
+    """Seeds beyond 2**63 - 1 used to fail inside a generator with a message not naming them;
+    ``score_spread`` truncated a float seed silently."""
+    real, fake = _data()
+    calls = [
+        lambda: F.prd_curve(real, fake, seed=seed, **{k: v for k, v in _PRD.items()}),
+        lambda: F.train_oneclass(real, seed=seed, epochs=1),
+        lambda: score_spread(real, fake, num_splits=2, seed=seed),
+        lambda: PRDCurve(seed=seed),
+        lambda: GenerativeMetrics(prd=dict(seed=seed)),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"`seed` to be an integer in \[0, 9,223,372,036,854,775,807\], but got"):
+            call()

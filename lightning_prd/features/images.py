@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.functional._validation import check_int, check_positive_int
+from lightning_prd.functional._validation import check_positive_int, check_seed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -319,7 +319,7 @@ def require_torchvision(model: str) -> Any:
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Seed the CPU RNG inside the block and restore its state afterwards (random initialisation)."""
-    check_int(seed, "seed")
+    seed = check_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield

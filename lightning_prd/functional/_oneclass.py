@@ -36,7 +36,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.functional._validation import as_features, check_int, check_positive_int, check_real
+from lightning_prd.functional._validation import as_features, check_positive_int, check_real, check_seed
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
 _CENTER_EPS = 0.1
@@ -144,7 +144,7 @@ def train_oneclass(
     num_layers = check_positive_int(num_layers, "num_layers")
     epochs = check_positive_int(epochs, "epochs")
     batch_size = check_positive_int(batch_size, "batch_size")
-    check_int(seed, "seed")
+    seed = check_seed(seed)
     lr = check_real(lr, "lr", low=0.0, low_open=True)
     weight_decay = check_real(weight_decay, "weight_decay", low=0.0)
     real = as_features(real, "real")

@@ -37,7 +37,7 @@ def check_int(value: Any, name: str, *, minimum: Optional[int] = None, maximum: 
         elif maximum is None:
             what = f"an integer of at least {minimum}"
         else:
-            what = f"an integer in [{minimum}, {maximum:g}]" if maximum >= 10**6 else f"an integer in [{minimum}, {maximum}]"
+            what = f"an integer in [{minimum}, {maximum:,}]"
         raise ValueError(f"Expected argument `{name}` to be {what}, but got {value!r}")
     return value
 
@@ -45,6 +45,15 @@ def check_int(value: Any, name: str, *, minimum: Optional[int] = None, maximum: 
 def check_positive_int(value: Any, name: str, *, maximum: Optional[int] = None) -> int:
     """Return ``value`` as an ``int`` if it is a positive integer (at most ``maximum``), else raise ``ValueError``."""
     return check_int(value, name, minimum=1, maximum=maximum)
+
+
+#: the largest seed every generator we seed accepts (torch takes 64-bit seeds, Python's random any)
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """Return ``value`` as an ``int`` if it is a seed in ``[0, 2**63 - 1]``, else raise ``ValueError``."""
+    return check_int(value, name, minimum=0, maximum=MAX_SEED)
 
 
 def check_real(

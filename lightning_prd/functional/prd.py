@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import _kmeans
-from lightning_prd.functional._validation import as_features, check_int, check_pair, check_positive_int, check_real
+from lightning_prd.functional._validation import as_features, check_int, check_pair, check_positive_int, check_real, check_seed
 
 _SUM_TOL = 1e-5  # how far from 1 a histogram's sum may be (rounding of float32 inputs)
 _CHUNK = 2**22  # elements of one [angles, bins] block in prd_from_histograms
@@ -37,7 +37,7 @@ def _histogram(hist: Any, name: str) -> Tensor:
     if abs(total - 1.0) > _SUM_TOL:
         raise ValueError(
             f"Expected argument `{name}` to be a probability vector summing to 1 (within {_SUM_TOL}), "
-            f"but it sums to {total}; divide counts by their total first"
+            f"but it sums to {total:.6g}; divide counts by their total first"
         )
     return h / total
 
@@ -192,7 +192,7 @@ def check_prd_options(
         check_positive_int(num_clusters, "num_clusters"),
         _check_num_angles(num_angles),
         check_positive_int(num_runs, "num_runs", maximum=10_000),
-        check_int(seed, "seed", minimum=0),
+        check_seed(seed),
         enforce_balance,
     )
 

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from lightning_prd.functional import _knn
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import as_features, check_positive_int
+from lightning_prd.functional._validation import as_features, check_positive_int, check_seed
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 
@@ -83,6 +83,7 @@ def split_spread(
     """Mean and standard deviation of the four scores over ``num_splits`` disjoint random parts of
     ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused)."""
     num_splits = check_positive_int(num_splits, "num_splits")
+    seed = check_seed(seed)
     if num_splits < 2:
         raise ValueError(f"Expected argument `num_splits` to be at least 2 for a spread, but got {num_splits}")
     size = fake.shape[0] // num_splits
