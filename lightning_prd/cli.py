@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd._cli_inputs import CLIError, _check_path, _Source, load_set
+from lightning_prd.functional._validation import MAX_SEED
 
 PROG = "lightning-prd"
 #: score name -> "higher" / "lower" is better; the order of the printed table
@@ -131,8 +132,8 @@ def _int_in(minimum: int, maximum: Optional[int] = None):
 
 
 _positive_int = _int_in(1)
-#: torch.Generator.manual_seed takes seeds up to 2**64 - 1 (subsampling and the PRD clustering)
-_seed = _int_in(0, 2**64 - 1)
+#: the package's seed range (lightning_prd.functional._validation.MAX_SEED)
+_seed = _int_in(0, MAX_SEED)
 #: the bounds of lightning_prd.functional.prd.check_prd_options / alpha_beta.check_num_alphas
 _prd_runs = _int_in(1, 10_000)
 _num_alphas = _int_in(2, 1_000_000)
@@ -184,7 +185,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         type=_seed,
         default=0,
         metavar="S",
-        help="seed of subsampling and PRD clustering, 0 to 2**64 - 1 (default: 0)",
+        help="seed of subsampling and PRD clustering, 0 to 2**63 - 1 (default: 0)",
     )
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")

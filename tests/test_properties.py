@@ -97,3 +97,64 @@ def test_minimum_sample_count_k_plus_one(k, rng):
     fake = torch.randn(k + 1, 3, generator=rng, dtype=torch.float64)
     assert _scores(real, fake, k) == [float(v) for v in oracle.precision_recall(real.numpy(), fake.numpy(), k=k)
                                       + oracle.density_coverage(real.numpy(), fake.numpy(), k=k)]
+
+
+# -- alpha/beta, authenticity, realism, PRD ---------------------------------------------------------
+
+
+@SETTINGS
+@given(point_sets(), st.integers(0, 2**31 - 1))
+def test_authenticity_and_alpha_beta_ranges_oracle_and_permutations(data, seed):
+    """Authenticity equals the float64 oracle (planted copies included: a copy is never
+    authentic); α/β curves lie in [0, 1] and the integrated scores in [-0.5, 1] (the largest
+    ``|curve(a) - a|`` is ``max(a, 1 - a)``); every scalar is invariant to permuting samples."""
+    from test_alpha_beta import oracle as ab_oracle
+
+    from lightning_prd.functional import alpha_precision_beta_recall, authenticity
+
+    real, fake, k = data
+    auth = float(authenticity(real, fake))
+    ref = ab_oracle(real.numpy(), fake.numpy(), k=k, num_alphas=7)
+    assert auth == ref["authenticity"]
+    out = alpha_precision_beta_recall(real, fake, k=k, num_alphas=7)
+    assert float(out["authenticity"]) == auth
+    for key in ("alpha_precision_curve", "beta_recall_curve"):
+        assert bool(((out[key] >= 0) & (out[key] <= 1)).all())
+    for key in ("alpha_precision", "beta_recall"):
+        assert -0.5 <= float(out[key]) <= 1
+    g = torch.Generator().manual_seed(seed)
+    pr, pf = torch.randperm(len(real), generator=g), torch.randperm(len(fake), generator=g)
+    assert float(authenticity(real[pr], fake[pf])) == auth
+
+
+@SETTINGS
+@given(point_sets(), st.integers(0, 2**31 - 1))
+def test_realism_follows_its_samples_under_permutation(data, seed):
+    from lightning_prd.functional import realism_score
+
+    real, fake, k = data
+    g = torch.Generator().manual_seed(seed)
+    pr, pf = torch.randperm(len(real), generator=g), torch.randperm(len(fake), generator=g)
+    base = realism_score(real, fake, k=k)
+    assert bool((base >= 0).all())
+    # realism is a continuous value from the GEMM distances (not refined like the decisions):
+    # float64 inputs agree to rounding, not bit for bit
+    torch.testing.assert_close(realism_score(real[pr], fake[pf], k=k), base[pf], rtol=1e-9, atol=0)
+    ref = oracle.realism(real.numpy(), fake.numpy(), k=k)
+    ref[np.isnan(ref)] = np.inf  # 0/0: a copy of a kept radius-0 ball scores inf (documented convention)
+    np.testing.assert_allclose(base.numpy(), ref, rtol=1e-9, atol=0)
+
+
+@settings(max_examples=int(os.environ.get("LPRD_HYPOTHESIS_EXAMPLES", 10)), deadline=None,
+          derandomize="LPRD_HYPOTHESIS_EXAMPLES" not in os.environ, suppress_health_check=[HealthCheck.too_slow])
+@given(point_sets(), st.integers(1, 6), st.integers(0, 1000))
+def test_prd_curves_and_f_scores_in_range(data, num_clusters, seed):
+    from lightning_prd.functional import prd_curve, prd_f_beta
+
+    real, fake, _ = data
+    num_clusters = min(num_clusters, len(real) + len(fake))
+    p, r = prd_curve(real, fake, num_clusters=num_clusters, num_runs=2, num_angles=31, seed=seed, enforce_balance=False)
+    assert bool(((p >= 0) & (p <= 1) & (r >= 0) & (r <= 1)).all())
+    assert bool((torch.diff(p) >= -1e-12).all()) and bool((torch.diff(r) <= 1e-12).all())  # λ grows along the curve
+    f, f_inv = prd_f_beta(p, r)
+    assert 0 <= float(f) <= 1 and 0 <= float(f_inv) <= 1

@@ -17,8 +17,10 @@ norms. Every *decision* the metrics take (a k-th neighbour, ``d <= r``, a neares
 is therefore taken on the GEMM value only when it is farther from the threshold than a
 rounding margin ``(2 sqrt(D + 1) + 8) * eps * (||a||^2 + ||b||^2)``; pairs inside the margin are
 recomputed in float64 from the original (uncentred) rows as ``sum((a - b)^2)``. Radii and
-nearest distances are always float64 values of that exact form. On data without ties the
-decisions equal those of a float64 oracle, and an exact copy sits at distance 0.
+nearest distances are always float64 values of that exact form. The decisions equal those of
+a float64 oracle, and an exact copy sits at distance 0. Exact ties (integer-valued features,
+duplicates) are decided the same way; a nearest neighbour tied with others is the one of
+lowest index (``numpy.argmin``'s rule), so no result depends on the tile layout.
 
 Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact duplicates;
 balls are closed (``d <= r``).
@@ -183,8 +185,17 @@ def exact_sq_dist(a: Tensor, b: Tensor) -> Tensor:
     return diff.square_().sum(-1)
 
 
-def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: int = 1024) -> Tensor:
-    """Float64 squared distances of the pairs ``(a[ia[t]], b[ib[t]])``, in chunks."""
+#: Memory budget, in bytes, of one chunk of :func:`_exact_pairs` (two gathered rows and a
+#: float64 difference per pair: about ``16 * D`` bytes).
+_PAIR_CHUNK_BYTES = 32 * 2**20
+
+
+def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[int] = None) -> Tensor:
+    """Float64 squared distances of the pairs ``(a[ia[t]], b[ib[t]])``, in chunks sized from
+    :data:`_PAIR_CHUNK_BYTES` (many pairs per call at small D: the per-chunk overhead dominated
+    the fallback passes)."""
+    if chunk is None:
+        chunk = max(256, _PAIR_CHUNK_BYTES // (16 * max(1, a.shape[1])))
     out = torch.empty(ia.shape[0], dtype=torch.float64, device=a.device)
     for s in range(0, ia.shape[0], chunk):
         out[s : s + chunk] = exact_sq_dist(a[ia[s : s + chunk]], b[ib[s : s + chunk]])
@@ -203,8 +214,10 @@ def _exact_rows_topk(
     """Exact float64 ``t`` nearest of ``a[rows]`` in ``b``, among pairs whose GEMM value is below
     ``bound`` (plus the margin): a rigorous fallback for rows where refinement was ambiguous."""
     sub = a.subset(rows)
-    best_v = torch.full((len(rows), 0), math.inf, dtype=torch.float64, device=a.original.device)
-    best_i = torch.zeros((len(rows), 0), dtype=torch.long, device=a.original.device)
+    # running lists of every row; a tile covers rows i0 : i0 + n_r only (small budgets give
+    # tiles of fewer rows than ``rows``), so each tile merges into its own row slice
+    best_v = torch.full((len(rows), t), math.inf, dtype=torch.float64, device=a.original.device)
+    best_i = torch.zeros((len(rows), t), dtype=torch.long, device=a.original.device)
     for i0, j0, sq in tiles(sub, b, block_bytes // 2):  # float64 tiles: half the elements
         n_r, n_c = sq.shape
         tol = tol_f * (sub.sq_norms[i0 : i0 + n_r, None] + b.sq_norms[None, j0 : j0 + n_c])
@@ -216,8 +229,46 @@ def _exact_rows_topk(
         exact = torch.full((n_r, n_c), math.inf, dtype=torch.float64, device=sq.device)
         exact[r_loc, c_loc] = _exact_pairs(sub.original, b.original, i0 + r_loc, j0 + c_loc)
         cols_idx = torch.arange(j0, j0 + n_c, device=sq.device).expand(n_r, n_c)
-        best_v, best_i = merge_topk([best_v, exact], [best_i, cols_idx], t)
+        rs = slice(i0, i0 + n_r)
+        best_v[rs], best_i[rs] = _smallest_by_value_then_index(
+            torch.cat([best_v[rs], exact], 1), torch.cat([best_i[rs], cols_idx], 1), t
+        )
     return best_v, best_i
+
+
+def _smallest_by_value_then_index(vals: Tensor, idx: Tensor, t: int) -> Tuple[Tensor, Tensor]:
+    """Per row, the ``t`` smallest ``(value, index)`` pairs in lexicographic order, by two
+    ``topk`` calls instead of a full sort: every value below the t-th smallest is taken, and
+    the values equal to it are taken by lowest index."""
+    kth = torch.topk(vals, t, dim=1, largest=False, sorted=True).values[:, -1:]
+    key = torch.where(vals < kth, -1, torch.where(vals == kth, idx, torch.iinfo(torch.int64).max))
+    pos = torch.topk(key, t, dim=1, largest=False, sorted=False).indices
+    return _sort_by_value_then_index(torch.gather(vals, 1, pos), torch.gather(idx, 1, pos))
+
+
+def _sort_by_value_then_index(vals: Tensor, idx: Tensor) -> Tuple[Tensor, Tensor]:
+    """Sort each row by value, equal values by index: exact ties go to the lowest index
+    (``numpy.argmin``'s rule), whatever the tile order or the block size."""
+    order = torch.argsort(idx, dim=1, stable=True)
+    vals, idx = torch.gather(vals, 1, order), torch.gather(idx, 1, order)
+    order = torch.argsort(vals, dim=1, stable=True)
+    return torch.gather(vals, 1, order), torch.gather(idx, 1, order)
+
+
+def _lowest_identical(points: Tensor, idx: Tensor, sq_dist: Tensor) -> Tensor:
+    """Replace ``idx[j]`` by the lowest index of a row of ``points`` identical to ``points[idx[j]]``
+    where ``sq_dist[j] == 0``: with more exact duplicates than the candidate lists hold, the
+    refinement may return any of them (all at distance 0, with equal radii); this makes the
+    choice the lowest index, like every other tie."""
+    zero = sq_dist == 0
+    if not bool(zero.any()):
+        return idx
+    _, inverse = torch.unique(points, dim=0, return_inverse=True)
+    first = torch.full((int(inverse.max()) + 1,), points.shape[0], dtype=torch.long, device=points.device)
+    first.scatter_reduce_(0, inverse, torch.arange(points.shape[0], device=points.device), reduce="amin")
+    out = idx.clone()
+    out[zero] = first[inverse[idx[zero]]]
+    return out
 
 
 def _refine_rows(
@@ -234,12 +285,14 @@ def _refine_rows(
     tol_f = _tol_factor(a.dtype, a.dim)
     exact = _exact_pairs(a.original, b.original, rows[:, None].expand_as(idx).reshape(-1), idx.reshape(-1))
     exact = torch.where(torch.isinf(approx), math.inf, exact.view(idx.shape))  # padded slots stay empty
-    exact_sorted, order = torch.sort(exact, dim=1)
-    vals, ids = exact_sorted[:, :k], torch.gather(idx, 1, order)[:, :k]
+    exact_sorted, ids_sorted = _sort_by_value_then_index(exact, idx)
+    vals, ids = exact_sorted[:, :k], ids_sorted[:, :k]
     if truncated:
         margin = tol_f * (a.sq_norms[rows].to(torch.float64) + b.sq_norms.max().to(torch.float64))
-        # an exact k-th value of 0 cannot be beaten (ties at 0 give the same value)
-        unsafe = (approx[:, -1].to(torch.float64) - margin < vals[:, -1]) & (vals[:, -1] > 0)
+        # an exact k-th value of 0 cannot be beaten (ties at 0 give the same value; the index
+        # among identical rows is made canonical by :func:`_lowest_identical`). ``<=``: a
+        # non-candidate tied with the k-th value must be found (ties go to the lowest index).
+        unsafe = (approx[:, -1].to(torch.float64) - margin <= vals[:, -1]) & (vals[:, -1] > 0)
         if bool(unsafe.any()):
             bad = unsafe.nonzero(as_tuple=True)[0]
             vals[bad], ids[bad] = _exact_rows_topk(a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f, block_bytes)
@@ -495,10 +548,9 @@ def cross_pass(
         r_sq = real_sq_radii[realism_k]
         keep = r_sq.sqrt() <= torch.quantile(r_sq.sqrt(), 0.5)
         # ratio r^2 / d^2 by one division: pruned balls get -1 (never the maximum of a kept
-        # ball, whose ratios are >= 0), kept balls of radius 0 a tiny positive numerator so
-        # that a fake at distance 0 scores inf rather than 0/0
-        tiny = torch.finfo(cdt).tiny
-        realism_num = torch.where(keep, r_sq.clamp(min=tiny), -1.0).to(cdt)
+        # ball, whose ratios are >= 0); a kept ball of radius 0 gives 0 / d^2 = 0 to every
+        # sample not on it, and (below, from the exact distance) inf to a copy of its centre
+        realism_num = torch.where(keep, r_sq, -1.0).to(cdt)
         realism_max = torch.full((m,), -math.inf, dtype=cdt, device=dev)
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
@@ -529,6 +581,14 @@ def cross_pass(
             res.real_in_fake[k][rs] |= _Members(sq, fake_sq_radii[k][cs], col_tol, False, exact_fn).any_per_row()
         if realism_k is not None:
             ratio = realism_num[rs, None] / sq
+            # a pair whose GEMM value is within the rounding margin of 0 may be an exact copy
+            # (ratio inf) that rounding made positive, or a distinct pair that rounding made 0:
+            # its ratio is taken from the exact distance
+            r0, c0 = (sq <= row_tol.to(sq.dtype)[:, None]).nonzero(as_tuple=True)
+            if r0.numel():
+                num, dist = realism_num[rs][r0].to(torch.float64), exact_fn(r0, c0)
+                exact_ratio = torch.where((dist == 0) & (num >= 0), math.inf, num / dist)  # a copy: inf, even 0/0
+                ratio[r0, c0] = exact_ratio.to(ratio.dtype)
             realism_max[cs] = torch.maximum(realism_max[cs], ratio.amax(0))
         if near_fake is not None:
             near_fake.update(cs, sq, 0, i0)
@@ -544,14 +604,18 @@ def cross_pass(
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
     if realism_k is not None:
         res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
+    # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
+    # argmin; authenticity depends on which tied real sample is i*
     if near_real is not None:
-        res.real_nn_sq_dist, res.real_nn_index = refine_topk(
+        dist, index = refine_topk(
             real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m, block_bytes=block_bytes
         )[1]
+        res.real_nn_sq_dist, res.real_nn_index = dist, _lowest_identical(fake.original, index, dist)
     if near_fake is not None:
-        res.fake_nn_sq_dist, res.fake_nn_index = refine_topk(
+        dist, index = refine_topk(
             fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n, block_bytes=block_bytes
         )[1]
+        res.fake_nn_sq_dist, res.fake_nn_index = dist, _lowest_identical(real.original, index, dist)
     return res
 
 

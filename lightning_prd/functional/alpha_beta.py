@@ -316,7 +316,8 @@ def alpha_precision_beta_recall(
         (float64 unless stated):
 
         * ``authentic``: ``[M]`` bool, the authenticity test of each generated sample;
-        * ``fake_nearest_real``: ``[M]`` int64, index of its nearest real sample :math:`i^*`;
+        * ``fake_nearest_real``: ``[M]`` int64, index of its nearest real sample :math:`i^*`
+          (the lowest index among exactly equidistant ones);
         * ``alpha_typicality``: ``[M]``, the smallest :math:`\alpha` whose real
           :math:`\alpha`-support :math:`B(c_r, r_\alpha)` holds the sample (0 = most typical;
           :data:`NEVER` = 2.0 when outside the whole real support);
@@ -385,7 +386,9 @@ def authenticity(
     not the index-mixing formula of branch ``main`` and synthcity, which needs ``N == M``.
     Distances are compared as exact float64 squares, so an exact copy of a real sample is
     never authentic and a copy of the real set scores exactly 0. ``NND_1`` excludes the real
-    sample itself, but a duplicate inside the real set counts (at distance 0).
+    sample itself, but a duplicate inside the real set counts (at distance 0). When several
+    real samples are exactly equally near, :math:`i^*` is the one of lowest index (as
+    ``numpy.argmin``), whatever ``block_bytes``.
 
     Args:
         real: ``[N, D]`` real (training) features, ``N >= 2``.

@@ -46,7 +46,9 @@ def density_coverage(
 
     Only balls around real samples are used, so generated outliers cannot inflate either
     score. Density is 1 in expectation when the model equals the data and is unbounded
-    above; with closed balls an exact copy of the real set gives ``(k + 1) / k``.
+    above. With closed balls an exact copy of the real set gives exactly ``(k + 1) / k`` when
+    no real sample has a tie at its k-th neighbour distance (each ball then holds the copy of
+    its centre and of its k neighbours); such a tie adds the tied copies and raises it.
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).

@@ -87,10 +87,11 @@ def realism_score(
     they get radius 0). Plain distances, as in the paper's text (the official code uses a
     ratio of *squared* distances, roughly the square of this; the threshold at 1 is the same).
     ``R(y) >= 1`` means ``y`` lies in a kept real ball; a generated sample at distance 0 from a
-    kept real sample scores ``inf`` or a very large number. Realism is a continuous score computed
-    from the GEMM distances (float32 accuracy by default, ``dtype=torch.float64`` for more); unlike
-    the membership decisions of the other scores it is not refined in float64, so right at
-    ``R = 1`` it can disagree with precision's exact ``inside`` test.
+    kept real sample (a copy) scores ``inf``, even at large offsets in float32. Realism is a
+    continuous score computed from the GEMM distances (float32 accuracy by default,
+    ``dtype=torch.float64`` for more); apart from pairs within rounding of distance 0, which
+    use the exact float64 distance, it is not refined like the membership decisions of the
+    other scores, so right at ``R = 1`` it can disagree with precision's exact ``inside`` test.
 
     Args:
         real: ``[N, D]`` real features.
