@@ -308,7 +308,7 @@ def test_metric_too_few_samples_keeps_state(name):
     metric = METRICS[name]()
     metric.update(real[:3], real=True)
     metric.update(fake, real=False)
-    with pytest.raises(ValueError, match=r"`real` to hold at least k \+ 1"):
+    with pytest.raises(ValueError, match=r"`real` to hold at least (k|k_precision_recall) \+ 1 = \d samples"):
         metric.compute()
     metric.update(real[3:], real=True)  # nothing was lost: adding the rest gives the full result
     clean = METRICS[name]()
@@ -470,3 +470,22 @@ def test_every_seed_is_checked(seed):
     for call in calls:
         with pytest.raises(ValueError, match=r"`seed` to be an integer in \[0, 9,223,372,036,854,775,807\], but got"):
             call()
+
+
+def test_generative_metrics_names_the_k_that_is_too_large():
+    real, fake = _data()
+    for kwargs, match in [
+        (dict(k_density_coverage=40), r"`real` to hold at least k_density_coverage \+ 1 = 41 samples.*got 40"),
+        (dict(k_precision_recall=45), r"`real` to hold at least k_precision_recall \+ 1 = 46"),
+        (dict(alpha_beta=dict(k=50)), r"`real` to hold at least alpha_beta\['k'\] \+ 1 = 51"),
+    ]:
+        metric = GenerativeMetrics(prd=False, **kwargs)
+        metric.update(real, real=True)
+        metric.update(fake, real=False)
+        with pytest.raises(ValueError, match=match):
+            metric.compute()
+    metric = GenerativeMetrics(prd=False, k_precision_recall=12)
+    metric.update(real, real=True)
+    metric.update(fake[:12], real=False)
+    with pytest.raises(ValueError, match=r"`fake` to hold at least k_precision_recall \+ 1 = 13 samples for k-NN radii, but got 12"):
+        metric.compute()

@@ -54,10 +54,13 @@ class RealSide:
             return False
         return self.points is points or bool(torch.equal(self.points, points))
 
-    def ensure_radii(self, ks: Sequence[int], block_bytes: int, shard: Optional[Shard] = None) -> None:
+    def ensure_radii(
+        self, ks: Sequence[int], block_bytes: int, shard: Optional[Shard] = None, work: Optional[_knn.PointSet] = None
+    ) -> None:
+        """Compute the missing radii (on ``work``, this side's points with a centred working copy, if given)."""
         missing = sorted(set(ks) - set(self.sq_radii))
         if missing:
-            self.sq_radii.update(_knn.self_knn(self.prepared, missing, block_bytes, shard))
+            self.sq_radii.update(_knn.self_knn(work if work is not None else self.prepared, missing, block_bytes, shard))
 
 
 @dataclass
@@ -118,13 +121,14 @@ def knn_pass(
         check_min_samples(fake, k, "fake")
 
     side = real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt)
-    side.ensure_radii(real_ks, block_bytes, shard)
-    fake_set = _knn.prepare(fake, side.centre, cdt)
+    real_set = _knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
+    side.ensure_radii(real_ks, block_bytes, shard, work=real_set)
+    fake_set = _knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes)
     fake_sq_radii = _knn.self_knn(fake_set, fake_ks, block_bytes, shard) if fake_ks else {}
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
     cross = _knn.cross_pass(
-        side.prepared,
+        real_set,
         fake_set,
         side.sq_radii,
         fake_sq_radii,

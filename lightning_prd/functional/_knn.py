@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
@@ -44,6 +44,8 @@ DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Extra candidates kept beyond k in running top-k lists, so that float64 refinement can
 #: reorder near-ties without a second pass.
 _SLACK = 4
+#: Minimum number of row blocks of a self pass (tiles on and above the diagonal only).
+_SELF_BLOCKS = 8
 #: Number of temporaries of tile size alive at once (distance tile, masks, ratios).
 _TILE_TEMPORARIES = 6
 #: Called once per computed tile when set (see :func:`tile_progress`).
@@ -83,17 +85,20 @@ def _tick() -> None:
 
 @dataclass
 class PointSet:
-    """A point set ready for GEMM distances, centred block by block (no centred copy is kept).
+    """A point set ready for GEMM distances, centred block by block, or from a centred working
+    copy during one pass when the set fits the tile budget (:func:`with_centred`).
 
     Attributes:
         original: the rows as given (used for exact float64 recomputation).
         centre: the shared centre, in the compute dtype.
         sq_norms: ``||row - centre||^2`` per row, compute dtype.
+        centred: ``original - centre`` in the compute dtype, or None (blocks are centred as used).
     """
 
     original: Tensor
     centre: Tensor
     sq_norms: Tensor
+    centred: Optional[Tensor] = None
 
     def __len__(self) -> int:
         return self.original.shape[0]
@@ -108,20 +113,35 @@ class PointSet:
 
     def block(self, rows) -> Tensor:
         """``original[rows] - centre`` in the compute dtype."""
+        if self.centred is not None:
+            return self.centred[rows]
         return self.original[rows].to(self.dtype) - self.centre
 
     def subset(self, rows: Tensor) -> "PointSet":
         return PointSet(self.original[rows], self.centre, self.sq_norms[rows])
 
 
-def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192) -> PointSet:
-    """Wrap ``points`` for the GEMM pass: the centre in ``dtype`` and the centred squared norms."""
+def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192, cache_bytes: int = 0) -> PointSet:
+    """Wrap ``points`` for the GEMM pass: the centre in ``dtype`` and the centred squared norms
+    (with a centred working copy when it takes at most ``cache_bytes``, see :func:`with_centred`)."""
     centre = centre.to(device=points.device, dtype=dtype)
     sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
-    out = PointSet(points, centre, sq)
+    out = with_centred(PointSet(points, centre, sq), cache_bytes)
     for s0 in range(0, points.shape[0], chunk):
         sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)
     return out
+
+
+def with_centred(points: PointSet, cache_bytes: int) -> PointSet:
+    """``points`` with a centred working copy when it takes at most ``cache_bytes`` (else as is).
+
+    Tiles then slice the copy instead of centring their rows again for every tile; a set larger
+    than the budget (50,000 x 4,096 at the default) keeps being centred tile by tile, so memory
+    stays bounded by the budget. The copy lives as long as the returned object (one pass).
+    """
+    if points.centred is not None or len(points) * points.dim * points.centre.element_size() > cache_bytes:
+        return points
+    return replace(points, centred=points.original.to(points.dtype) - points.centre)
 
 
 def _tol_factor(dtype: torch.dtype, dim: int) -> float:
@@ -366,8 +386,8 @@ def self_knn(
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
     side = max(1, int(math.isqrt(max(1, block_bytes // (points.centre.element_size() * _TILE_TEMPORARIES)))))
     # diagonal tiles are computed whole, so the saved share of the GEMM is 1/2 - 1/(2 blocks):
-    # at least 8 blocks (55% of the full work instead of 67% with 3), tiles of >= 512 rows
-    side = min(side, max(512, -(-n // 8)))
+    # at least _SELF_BLOCKS blocks (56% of the full work with 8, 67% with 3; more blocks add per-tile overhead), tiles of >= 512 rows
+    side = min(side, max(512, -(-n // _SELF_BLOCKS)))
     if shard is not None:  # enough tiles (about 4 per rank or more) for an even split
         side = min(side, max(1, -(-n // (3 * shard.world))))
     buf = torch.empty(min(side, n) ** 2, dtype=cdt, device=dev)

@@ -7,7 +7,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 from torch import Tensor
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import check_int, check_positive_int
+from lightning_prd.functional._validation import check_int, check_min_samples, check_positive_int
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.frechet import frechet_distance
@@ -115,7 +115,19 @@ class GenerativeMetrics(FeatureMetric):
             self.alpha_beta["k"] = check_positive_int(self.alpha_beta["k"], "alpha_beta['k']")
         super().__init__(**kwargs)
 
+    def _check_sizes(self, real: Tensor, fake: Tensor) -> None:
+        """Too few samples for one of the k: say which option (the engine only knows "k")."""
+        named = [("k_precision_recall", self.k_pr), ("k_density_coverage", self.k_dc)]
+        if self.alpha_beta is not None:
+            named.append(("alpha_beta['k']", self.alpha_beta["k"]))
+        for name, k in named:
+            if k is not None:
+                check_min_samples(real, k, "real", name)
+        if self.k_pr is not None:
+            check_min_samples(fake, self.k_pr, "fake", "k_precision_recall")
+
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        self._check_sizes(real, fake)
         member = [k for k in (self.k_pr, self.k_dc) if k is not None]
         ab = self.alpha_beta
         out: Dict[str, Tensor] = {}
