@@ -32,15 +32,16 @@ from typing import (
 import numpy as np
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
-from torch.utils.data import DistributedSampler, RandomSampler
+from torch.utils.data import DistributedSampler
 
 from lightning_prd import plotting
 from lightning_prd.features.base import first_tensor
 from lightning_prd.functional._validation import check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
 from lightning_prd.metrics.generative import GenerativeMetrics
-from lightning_prd.samplers import distributed_sampler_of, unpadded_count
+from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
 
 SampleFn = Callable[[Any, int], Tensor]
 
@@ -202,6 +203,7 @@ class PRDCallbackCore:
         self._publish(trainer, result)
 
     def _update_real(self, device: torch.device, rank: int, world: int) -> None:
+        self._check_samplers_agree(rank, world)
         try:
             for chunk in self._real_chunks(rank, world):
                 self.metric.update(self._features(chunk, device), real=True)
@@ -312,11 +314,13 @@ class PRDCallbackCore:
         if sampler is not None:
             yield from self._sampler_chunks(sampler, rank, world)
             return
-        if world > 1 and isinstance(getattr(self.real, "sampler", None), RandomSampler):
+        shuffler = random_sampler_of(self.real) if world > 1 else None
+        if shuffler is not None:
             raise ValueError(
                 "Expected argument `real` to yield the same rows in the same order on every rank, but its DataLoader "
-                "shuffles (RandomSampler): ranks would embed overlapping blocks, counting some real samples twice "
-                "and missing others. Pass `shuffle=False`, or a DataLoader with a DistributedSampler"
+                f"draws them at random ({type(shuffler).__name__}): ranks would embed overlapping blocks, counting "
+                "some real samples twice and missing others. Pass `shuffle=False`, or a DataLoader with a "
+                "DistributedSampler"
             )
         mine = rank_shard(self._real_total(), rank, world)
         seen = 0
@@ -328,6 +332,22 @@ class PRDCallbackCore:
             if hi > lo:
                 yield x[lo:hi]
             seen += x.shape[0]
+
+    def _check_samplers_agree(self, rank: int, world: int) -> None:
+        """Under DDP, a DistributedSampler of ``real`` that does not match its process (e.g. ``rank=0``
+        hard-coded on every rank) must fail on every rank: a rank raising alone would leave the
+        others waiting in the metric's all-gather. One all-gather of ``(num_replicas, rank)`` decides."""
+        sampler = distributed_sampler_of(self.real)
+        if sampler is None or world < 2 or not (dist.is_available() and dist.is_initialized()):
+            return
+        seen: List[Any] = [None] * world
+        dist.all_gather_object(seen, (sampler.num_replicas, sampler.rank))
+        expected = [(world, r) for r in range(world)]
+        if seen != expected:
+            raise ValueError(
+                f"Expected the DistributedSampler of argument `real` on each rank to match its process "
+                f"(num_replicas, rank) = {expected}, but the ranks hold {seen}"
+            )
 
     def _sampler_chunks(self, sampler: DistributedSampler, rank: int, world: int) -> Iterator[Tensor]:
         """This rank's real rows from a DataLoader with a ``DistributedSampler``: its shard without the

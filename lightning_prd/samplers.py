@@ -22,19 +22,29 @@ of the Metric classes can keep ``features[:unpadded_count(sampler) - seen]``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional
 
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DistributedSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler
 
 from lightning_prd.functional._validation import check_positive_int
 
 
+def _samplers(loader: Any) -> List[Any]:
+    """The samplers a DataLoader draws indices from: ``sampler`` and its batch sampler's ``sampler``."""
+    found = [getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)]
+    return [s for s in found if s is not None]
+
+
 def distributed_sampler_of(loader: Any) -> Optional[DistributedSampler]:
     """The ``DistributedSampler`` a DataLoader draws its indices from, or ``None``."""
-    for sampler in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
-        if isinstance(sampler, DistributedSampler):
-            return sampler
-    return None
+    return next((s for s in _samplers(loader) if isinstance(s, DistributedSampler)), None)
+
+
+def random_sampler_of(loader: Any) -> Optional[Any]:
+    """A sampler of the DataLoader that draws a random order or subset (``shuffle=True``, a
+    ``SubsetRandomSampler``, a ``WeightedRandomSampler``), or ``None``."""
+    kinds = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
+    return next((s for s in _samplers(loader) if isinstance(s, kinds)), None)
 
 
 def unpadded_count(sampler: DistributedSampler, limit: Optional[int] = None) -> int:

@@ -489,3 +489,102 @@ def test_generative_metrics_names_the_k_that_is_too_large():
     metric.update(fake[:12], real=False)
     with pytest.raises(ValueError, match=r"`fake` to hold at least k_precision_recall \+ 1 = 13 samples for k-NN radii, but got 12"):
         metric.compute()
+
+
+def test_collection_forward_counts_each_batch_once():
+    """Members of a MetricCollection compute group share their list states; each member's forward
+    used to append the batch to the shared list, so fake features were stored twice (recall wrong)."""
+    from torchmetrics import MetricCollection
+
+    real, fake = _data()
+    coll = MetricCollection([PrecisionRecall(reset_real_features=False), DensityCoverage(reset_real_features=False)])
+    coll.update(real, real=True)
+    coll.update(fake, real=False)
+    first = {k: float(v) for k, v in coll.compute().items()}
+    coll.reset()
+    for s in range(0, 40, 15):
+        coll(fake[s : s + 15], real=False)  # the natural pattern: real once, generated batches through forward
+    second = {k: float(v) for k, v in coll.compute().items()}
+    expected = dict(zip(("precision", "recall"), map(float, F.precision_recall(real, fake))))
+    expected.update(zip(("density", "coverage"), map(float, F.density_coverage(real, fake))))
+    assert first == second == expected
+    for metric in coll.values():
+        assert sum(t.shape[0] for t in metric.fake_features) == 40
+
+
+@pytest.mark.parametrize(
+    "extractor, batch",
+    [
+        (lambda b: b[0], lambda buf: (buf, None)),  # the tensor inside a tuple batch
+        (lambda b: b["x"], lambda buf: {"x": buf}),  # a dict batch
+        (lambda b: b[:, :4], lambda buf: buf),  # a view of the batch
+    ],
+)
+def test_metric_copies_batches_whatever_the_extractor_returns(extractor, batch):
+    real, fake = _data()
+    metric = PrecisionRecall(feature_extractor=extractor)
+    buf = torch.empty(20, 4)
+    for which, data in ((True, real), (False, fake)):
+        for s in range(0, 40, 20):
+            buf.copy_(data[s : s + 20])
+            metric.update(batch(buf), real=which)
+    buf.fill_(100.0)
+    assert metric.compute()["precision"] == F.precision_recall(real, fake)[0]
+
+
+def test_metric_copies_a_persistent_extractor_buffer():
+    class Buffered(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("out", torch.empty(20, 4))
+
+        def forward(self, x):
+            self.out.copy_(x)
+            return self.out
+
+    real, fake = _data()
+    metric = PrecisionRecall(feature_extractor=Buffered())
+    for which, data in ((True, real), (False, fake)):
+        for s in range(0, 40, 20):
+            metric.update(data[s : s + 20], real=which)
+    assert metric.compute()["precision"] == F.precision_recall(real, fake)[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compute_on_cpu_accepts_gpu_batches():
+    real, fake = _data()
+    metric = PrecisionRecall(compute_on_cpu=True)
+    for which, data in ((True, real), (False, fake)):
+        for s in range(0, 40, 20):
+            metric.update(data[s : s + 20].cuda(), real=which)
+    assert float(metric.compute()["precision"]) == float(F.precision_recall(real, fake)[0])
+
+
+def test_zero_dim_tensor_options_are_numbers():
+    """A quantile or median of an audit is the natural threshold: 0-d tensors used to be refused."""
+    real, fake = _data()
+    audit = F.audit_samples(real, fake)
+    q = audit["copy_ratio"].quantile(0.25)
+    kept_t, mask_t = F.filter_fake(fake, audit, copy_ratio=q, fidelity="realism", min_realism=audit["realism"].median(), max_alpha=torch.tensor(0.9))
+    kept_f, mask_f = F.filter_fake(fake, audit, copy_ratio=float(q), fidelity="realism", min_realism=float(audit["realism"].median()), max_alpha=0.9)
+    assert torch.equal(mask_t, mask_f) and 0 < int(mask_t.sum()) < 40
+    assert torch.equal(F.filter_fake(fake, audit, fidelity="realism", min_realism=float("inf"))[1], audit["realism"] == float("inf"))
+    assert F.precision_recall(real, fake, k=torch.tensor(4)) == F.precision_recall(real, fake, k=4)
+    assert F.precision_recall(real, fake, k=np.array(4)) == F.precision_recall(real, fake, k=4)
+    with pytest.raises(ValueError, match="`k` to be a positive integer, but got 4.0"):
+        F.precision_recall(real, fake, k=torch.tensor(4.0))
+
+
+def test_huge_numbers_are_value_errors_with_a_short_message():
+    """An int beyond the float range escaped as OverflowError without the argument's name."""
+    with pytest.raises(ValueError, match=r"`beta` to be a positive finite number, but got 1000+\.\.\.$"):
+        F.prd_f_beta([0.5], [0.5], beta=10**400)
+    with pytest.raises(ValueError, match="`num_angles`"):
+        F.prd_from_histograms([0.5, 0.5], [1.0, 0.0], num_angles=10**400)
+
+
+def test_reversed_and_big_endian_arrays_are_features():
+    real, fake = _data()
+    a, b = real.numpy(), fake.numpy()
+    assert F.precision_recall(a[::-1], b[:, ::-1]) == F.precision_recall(np.flip(a, 0).copy(), np.flip(b, 1).copy())
+    assert F.density_coverage(a.astype(">f4"), b.astype(">f8")) == F.density_coverage(a, b.astype(np.float64))

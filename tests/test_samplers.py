@@ -128,3 +128,40 @@ def test_ddp_metric_with_trimmed_sampler_equals_one_process():
                 assert torch.equal(trimmed[rank][key], value), (rank, key)
     # without trimming, the padded duplicate changes the k-NN scores
     assert any(not torch.equal(padded[0][k], expected[k]) for k in ("precision", "recall", "density", "coverage"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ds: DataLoader(ds, batch_size=10, shuffle=True),
+        lambda ds: DataLoader(ds, batch_sampler=torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(ds), 10, False)),
+        lambda ds: DataLoader(ds, batch_size=10, sampler=torch.utils.data.SubsetRandomSampler(range(len(ds)))),
+        lambda ds: DataLoader(ds, batch_size=10, sampler=torch.utils.data.WeightedRandomSampler([1.0] * len(ds), len(ds))),
+    ],
+    ids=["shuffle", "batch_sampler", "subset_random", "weighted"],
+)
+def test_callback_rejects_every_random_order_under_ddp(make):
+    """Only `loader.sampler` was inspected: a random batch sampler, a SubsetRandomSampler or a
+    WeightedRandomSampler made ranks embed overlapping blocks silently."""
+    cb = PRDCallback(make(TensorDataset(REAL)), sample_fn=lambda m, n: torch.zeros(n, 3))
+    with pytest.raises(ValueError, match="same rows in the same order on every rank, but its DataLoader draws them at random"):
+        list(cb._real_chunks(1, 2))
+
+
+def _wrong_rank_everywhere(rank, world):
+    dataset = TensorDataset(REAL)
+    loader = DataLoader(dataset, batch_size=10, sampler=DistributedSampler(dataset, num_replicas=world, rank=0))
+    cb = PRDCallback(loader, sample_fn=lambda m, n: torch.zeros(n, 3))
+    try:
+        cb._update_real(torch.device("cpu"), rank, world)
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_sampler_wrong_on_one_rank_fails_on_every_rank():
+    """rank=0 hard-coded on both ranks: rank 0's own check passes, so rank 0 alone used to go on
+    into the all-gather and wait for rank 1, which had raised. Now both ranks raise."""
+    for msg in run_ddp(_wrong_rank_everywhere):
+        assert "on each rank to match its process (num_replicas, rank) = [(2, 0), (2, 1)], but the ranks hold [(2, 0), (2, 0)]" in msg

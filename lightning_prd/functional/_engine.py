@@ -103,7 +103,8 @@ def knn_pass(
         extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
         fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
-        block_bytes: memory budget of one tile and its temporaries.
+        block_bytes: memory budget of one tile and its temporaries, and of each set's centred
+            working copy for the pass (made only when the set fits it).
         real_cache: a :class:`RealSide` from an earlier call, reused when it matches ``real``.
         shard: split the tile work across a process group (every rank must call with the
             same features; each gets the full result).

@@ -20,9 +20,10 @@ _UPCAST = (torch.float16, torch.bfloat16)
 def check_int(value: Any, name: str, *, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
     """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``, else raise ``ValueError``.
 
-    Python and NumPy integers (anything :class:`numbers.Integral`) are accepted; ``bool``,
-    floats (even ``3.0``) and strings are not.
+    Python and NumPy integers (anything :class:`numbers.Integral`) and 0-d integer tensors or
+    arrays are accepted; ``bool``, floats (even ``3.0``) and strings are not.
     """
+    value = _scalar(value)
     ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
     if ok:
         value = int(value)
@@ -38,8 +39,13 @@ def check_int(value: Any, name: str, *, minimum: Optional[int] = None, maximum: 
             what = f"an integer of at least {minimum}"
         else:
             what = f"an integer in [{minimum}, {maximum:,}]"
-        raise ValueError(f"Expected argument `{name}` to be {what}, but got {value!r}")
+        raise ValueError(f"Expected argument `{name}` to be {what}, but got {_show(value)}")
     return value
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_positive_int(value: Any, name: str, *, maximum: Optional[int] = None) -> int:
@@ -56,6 +62,13 @@ def check_seed(value: Any, name: str = "seed") -> int:
     return check_int(value, name, minimum=0, maximum=MAX_SEED)
 
 
+def _scalar(value: Any) -> Any:
+    """A 0-d tensor or array as its Python number (e.g. a quantile of a score); anything else as is."""
+    if isinstance(value, (Tensor, np.ndarray)) and value.ndim == 0 and value.dtype not in (torch.bool, np.bool_):
+        return value.item()
+    return value
+
+
 def check_real(
     value: Any,
     name: str,
@@ -64,26 +77,32 @@ def check_real(
     high: float = math.inf,
     low_open: bool = False,
     high_open: bool = False,
+    allow_inf: bool = False,
 ) -> float:
-    """Return ``value`` as a ``float`` if it is a finite real number in the given interval, else raise ``ValueError``.
+    """Return ``value`` as a ``float`` if it is a real number in the given interval, else raise ``ValueError``.
 
-    ``low_open``/``high_open`` exclude the end points. Python and NumPy numbers are accepted,
-    ``bool`` and strings are not.
+    Finite unless ``allow_inf`` (NaN never); ``low_open``/``high_open`` exclude the end points.
+    Python and NumPy numbers and 0-d tensors or arrays are accepted, ``bool`` and strings are not.
     """
+    value = _scalar(value)
     ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
     if ok:
-        value = float(value)
-        ok = math.isfinite(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond the float range
+            ok = False
+    if ok:
+        ok = math.isfinite(value) or (allow_inf and not math.isnan(value))
         ok = ok and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
     if not ok:
         if high == math.inf and low == 0:
             what = "a positive finite number" if low_open else "a non-negative finite number"
         elif high == math.inf and low == -math.inf:
-            what = "a finite number"
+            what = "a number (not NaN)" if allow_inf else "a finite number"
         else:
             left, right = "(" if low_open else "[", ")" if high_open else "]"
             what = f"a number in {left}{low:g}, {high:g}{right}"
-        raise ValueError(f"Expected argument `{name}` to be {what}, but got {value!r}")
+        raise ValueError(f"Expected argument `{name}` to be {what}, but got {_show(value)}")
     return value
 
 
@@ -94,6 +113,11 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     ``TypeError`` (features are continuous embeddings; cast them explicitly if meant).
     Non-contiguous inputs are copied to a contiguous tensor.
     """
+    if isinstance(x, np.ndarray):
+        if not x.dtype.isnative:
+            x = x.astype(x.dtype.newbyteorder("="))  # big-endian data, e.g. read from a file
+        if any(s < 0 for s in x.strides):
+            x = np.ascontiguousarray(x)  # reversed views: torch cannot wrap negative strides
     if not isinstance(x, Tensor):
         try:
             x = torch.as_tensor(x)

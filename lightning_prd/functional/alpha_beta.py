@@ -307,7 +307,8 @@ def alpha_precision_beta_recall(
             module in eval mode first). All distances are then taken in the embedding.
         return_per_sample: also return the sample-level outputs for auditing (below).
         dtype: GEMM dtype of the k-NN pass, float32 by default (float64 if an input is float64).
-        block_bytes: memory budget of one distance tile.
+        block_bytes: memory budget of one distance tile (and of each set's centred working
+            copy, made when the set fits it: peak extra memory is at most about 3x this).
 
     Returns:
         dict with ``alphas``, ``alpha_precision_curve``, ``beta_recall_curve`` (each
@@ -394,7 +395,8 @@ def authenticity(
         real: ``[N, D]`` real (training) features, ``N >= 2``.
         fake: ``[M, D]`` generated features.
         dtype: GEMM dtype, float32 by default (float64 if an input is float64).
-        block_bytes: memory budget of one distance tile.
+        block_bytes: memory budget of one distance tile (and of each set's centred working
+            copy, made when the set fits it: peak extra memory is at most about 3x this).
 
     Returns:
         0-dim tensor in ``[0, 1]`` (1: no generated sample is closer to a real sample than

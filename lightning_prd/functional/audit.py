@@ -129,7 +129,7 @@ def filter_fake(
     if fidelity == "precision":
         keep &= audit["inside_precision"]
     elif fidelity == "realism":
-        keep &= audit["realism"] >= check_real(min_realism, "min_realism")
+        keep &= audit["realism"] >= check_real(min_realism, "min_realism", allow_inf=True)
     elif fidelity is not None:
         raise ValueError(f"Expected argument `fidelity` to be 'precision', 'realism' or None, but got {fidelity!r}")
     if max_alpha is not None:

@@ -55,7 +55,8 @@ def density_coverage(
         fake: ``[M, D]`` generated features (the model Q).
         k: neighbourhood size (5 in the paper).
         dtype: GEMM dtype, float32 by default (float64 if an input is float64).
-        block_bytes: memory budget of one distance tile.
+        block_bytes: memory budget of one distance tile (and of each set's centred working
+            copy, made when the set fits it: peak extra memory is at most about 3x this).
 
     Returns:
         ``(density, coverage)`` as 0-dim tensors.

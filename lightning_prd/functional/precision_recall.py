@@ -52,7 +52,8 @@ def precision_recall(
         fake: ``[M, D]`` generated features (the model Q).
         k: neighbourhood size (3 in the paper).
         dtype: GEMM dtype, float32 by default (float64 if an input is float64).
-        block_bytes: memory budget of one distance tile.
+        block_bytes: memory budget of one distance tile (and of each set's centred working
+            copy, made when the set fits it: peak extra memory is at most about 3x this).
 
     Returns:
         ``(precision, recall)`` as 0-dim tensors.

@@ -29,7 +29,8 @@ class FeatureMetric(Metric):
         feature_extractor: module or callable applied to ``update``'s input (identity if None).
         reset_real_features: if False, ``reset()`` keeps the real features *and* the real-side
             k-NN radii, so the next evaluation only pays for the generated side.
-        block_bytes: memory budget of one distance tile.
+        block_bytes: memory budget of one distance tile (and of each set's centred working
+            copy, made when the set fits it: peak extra memory is at most about 3x this).
         dtype: GEMM dtype for k-NN distances (None: float32, or float64 for float64 features).
         split_work: under DDP, after the features are gathered, split the distance tiles
             across the ranks (each computes 1/W of them) and combine the results, instead of
@@ -74,26 +75,32 @@ class FeatureMetric(Metric):
         """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set.
 
         A rejected batch raises ``ValueError``/``TypeError`` and leaves the accumulated
-        features untouched. The metric keeps its own copy of a batch that shares memory with
-        the tensor passed in (identity extractor, views), so refilling a buffer between
-        steps cannot change what was accumulated.
+        features untouched. The metric stores its own copy of every batch (unless validation
+        already made one, e.g. by upcasting float16), so refilling a buffer between steps, an
+        extractor returning a view of the batch or a persistent output buffer cannot change what
+        was accumulated. The list state is rebound, not appended to in place: members of a
+        ``MetricCollection`` compute group share list objects, and each member's ``forward``
+        must not add the batch to the others' lists.
         """
         if not isinstance(real, bool):
             raise TypeError(f"Expected argument `real` to be a bool (True for real samples), but got {real!r}")
-        feats = as_features(self.feature_extractor(features), "features", allow_empty=True).detach()
+        out = self.feature_extractor(features)
+        feats = as_features(out, "features", allow_empty=True).detach()
         first = self._first_accumulated()
         if first is not None and feats.shape[1] != first.shape[1]:
             raise ValueError(
                 f"Expected argument `features` to have {first.shape[1]} features like the samples accumulated so far, "
                 f"but got shape {tuple(feats.shape)}"
             )
-        if first is not None and feats.device != first.device:
+        if first is not None and feats.device != first.device and not self.compute_on_cpu:
+            # (with compute_on_cpu torchmetrics moves the states to the CPU after each update)
             raise ValueError(
                 f"Expected argument `features` on {first.device} like the samples accumulated so far, but got {feats.device}"
             )
-        if _shares_memory(feats, features):
+        if _shares_memory(feats, out):
             feats = feats.clone()
-        (self.real_features if real else self.fake_features).append(feats.contiguous())
+        name = "real_features" if real else "fake_features"
+        setattr(self, name, list(getattr(self, name)) + [feats.contiguous()])
 
     def forward(self, features: Any, real: bool) -> None:  # type: ignore[override]
         """``metric(features, real=...)`` accumulates like :meth:`update` and returns ``None``.
@@ -172,7 +179,8 @@ class _Wrap(nn.Module):
 
 
 def _shares_memory(feats: Tensor, source: Any) -> bool:
-    """Whether ``feats`` may use the memory of the user's ``source`` (the same tensor, a view, a wrapped array)."""
+    """Whether ``feats`` may use the memory of ``source`` (the extractor's output: the same tensor, a view,
+    a wrapped array), i.e. whether validation left it without a copy of its own."""
     if feats.numel() == 0:
         return False
     try:

@@ -120,6 +120,8 @@ class GenerativeMetrics(FeatureMetric):
         named = [("k_precision_recall", self.k_pr), ("k_density_coverage", self.k_dc)]
         if self.alpha_beta is not None:
             named.append(("alpha_beta['k']", self.alpha_beta["k"]))
+        if self.realism and self.k_pr is None:
+            named.append(("realism's k", 3))
         for name, k in named:
             if k is not None:
                 check_min_samples(real, k, "real", name)
