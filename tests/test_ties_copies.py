@@ -404,3 +404,20 @@ def test_realism_of_copies_is_inf(offset):
     out = realism_score(dup, fake, k=1)
     assert bool(torch.isinf(out[:5]).all())
     assert bool((out[5:] < 1).all())
+
+
+@pytest.mark.parametrize("block_bytes", [2**14, 2**28])
+def test_one_hot_tabular_data_equals_oracle(block_bytes):
+    """One-hot and small-integer columns (what tabular synthesizers produce): distances take a
+    handful of values, so nearly every k-th neighbour is tied and most rows go through the exact
+    value-only fallback (:func:`lightning_prd.functional._knn._exact_rows_values`)."""
+    rng = np.random.default_rng(1)
+
+    def tab(n):
+        cols = [np.eye(3, dtype=np.float32)[rng.integers(0, 3, n)] for _ in range(6)]
+        return np.concatenate(cols + [rng.integers(0, 5, (n, 2)).astype(np.float32)], 1) + 1e3
+
+    real, fake = tab(1200), tab(1000)
+    got = [float(v) for v in precision_recall(real, fake) + density_coverage(real, fake, block_bytes=block_bytes)]
+    exp = [float(np.float32(v)) for v in oracle.precision_recall(real, fake) + oracle.density_coverage(real, fake)]
+    assert got == exp

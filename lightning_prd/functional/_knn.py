@@ -229,10 +229,17 @@ def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[i
 
 def _exact_rows_topk(
     a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True,
 ) -> Tuple[Tensor, Tensor]:
     """Exact float64 ``t`` nearest of ``a[rows]`` in ``b``, among pairs whose GEMM value is below
-    ``bound`` (plus the margin): a rigorous fallback for rows where refinement was ambiguous."""
+    ``bound`` (plus the margin): a rigorous fallback for rows where refinement was ambiguous.
+
+    ``by_index``: equal values are ordered by index (the nearest neighbour's identity matters);
+    without it only the values are exact (radii), and ties keep whichever index comes first
+    (one ``topk`` per tile instead of two and a sort: tie-heavy data, e.g. one-hot tabular
+    features, sends many rows here)."""
+    if not by_index:
+        return _exact_rows_values(a, b, rows, bound, t, exclude_self, tol_f, block_bytes)
     sub = a.subset(rows)
     # running lists of every row; a tile covers rows i0 : i0 + n_r only (small budgets give
     # tiles of fewer rows than ``rows``), so each tile merges into its own row slice
@@ -253,6 +260,40 @@ def _exact_rows_topk(
         best_v[rs], best_i[rs] = _smallest_by_value_then_index(
             torch.cat([best_v[rs], exact], 1), torch.cat([best_i[rs], cols_idx], 1), t
         )
+    return best_v, best_i
+
+
+def _exact_rows_values(
+    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float, block_bytes: int
+) -> Tuple[Tensor, Tensor]:
+    """:func:`_exact_rows_topk` when only the values count (radii): candidates are selected in
+    the tile's own dtype against one threshold per row (``bound`` plus the row's largest
+    margin, rounded up), and only the candidate pairs are recomputed in float64 and merged."""
+    sub = a.subset(rows)
+    dev = a.original.device
+    best_v = torch.full((len(rows), t), math.inf, dtype=torch.float64, device=dev)
+    best_i = torch.zeros((len(rows), t), dtype=torch.long, device=dev)
+    thr = bound + tol_f * (sub.sq_norms.to(torch.float64) + b.sq_norms.max().to(torch.float64))
+    thr_c = thr.to(sub.dtype)
+    thr_c = torch.where(thr_c.to(torch.float64) < thr, torch.nextafter(thr_c, torch.full_like(thr_c, math.inf)), thr_c)
+    for i0, j0, sq in tiles(sub, b, block_bytes):
+        n_r = sq.shape[0]
+        r_loc, c_loc = (sq <= thr_c[i0 : i0 + n_r, None]).nonzero(as_tuple=True)
+        if exclude_self:
+            keep = rows[i0 + r_loc] != j0 + c_loc
+            r_loc, c_loc = r_loc[keep], c_loc[keep]
+        if r_loc.numel() == 0:
+            continue
+        exact = _exact_pairs(sub.original, b.original, i0 + r_loc, j0 + c_loc)
+        # the candidates of each row side by side (nonzero lists them row by row), padded with inf
+        counts = torch.bincount(r_loc, minlength=n_r)
+        starts = torch.cumsum(counts, 0) - counts
+        pos = torch.arange(r_loc.numel(), device=dev) - starts[r_loc]
+        pad_v = torch.full((n_r, int(counts.max())), math.inf, dtype=torch.float64, device=dev)
+        pad_i = torch.zeros(pad_v.shape, dtype=torch.long, device=dev)
+        pad_v[r_loc, pos], pad_i[r_loc, pos] = exact, j0 + c_loc
+        rs = slice(i0, i0 + n_r)
+        best_v[rs], best_i[rs] = merge_topk([best_v[rs], pad_v], [best_i[rs], pad_i], t)
     return best_v, best_i
 
 
@@ -293,7 +334,7 @@ def _lowest_identical(points: Tensor, idx: Tensor, sq_dist: Tensor) -> Tensor:
 
 def _refine_rows(
     a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, k: int, exclude_self: bool, truncated: bool,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True,
 ) -> Tuple[Tensor, Tensor]:
     """Exact ``k`` nearest of ``a[rows]`` from their GEMM candidate lists ``approx``/``idx``.
 
@@ -315,13 +356,15 @@ def _refine_rows(
         unsafe = (approx[:, -1].to(torch.float64) - margin <= vals[:, -1]) & (vals[:, -1] > 0)
         if bool(unsafe.any()):
             bad = unsafe.nonzero(as_tuple=True)[0]
-            vals[bad], ids[bad] = _exact_rows_topk(a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f, block_bytes)
+            vals[bad], ids[bad] = _exact_rows_topk(
+                a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f, block_bytes, by_index=by_index
+            )
     return vals, ids
 
 
 def refine_topk(
     a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True,
 ) -> Dict[int, Tuple[Tensor, Tensor]]:
     """Exact float64 squared distance and index of the k-th nearest neighbour, for each ``k``.
 
@@ -348,7 +391,9 @@ def refine_topk(
     out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
     if bool(uncertain.any()):
         rows = uncertain.nonzero(as_tuple=True)[0]
-        vals, ids = _refine_rows(a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated, block_bytes)
+        vals, ids = _refine_rows(
+            a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated, block_bytes, by_index=by_index
+        )
         for k in ks:
             out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
     return out
@@ -412,7 +457,7 @@ def self_knn(
                 _merge_into(vals, idx, cols, v, i + i0, t)
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
-    refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes)
+    refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes, by_index=False)
     return {k: refined[k][0] for k in ks}
 
 
