@@ -410,6 +410,43 @@ def _merge_into(vals: Tensor, idx: Tensor, rows: slice, new_v: Tensor, new_i: Te
     vals[rows], idx[rows] = merge_topk([vals[rows], new_v], [idx[rows], new_i], t)
 
 
+def _merge_tile(vals: Tensor, idx: Tensor, span: slice, sq: Tensor, dim: int, offset: int, t: int) -> None:
+    """Merge a tile into the running top-``t`` lists of ``span`` (its rows for ``dim=1``, its
+    columns for ``dim=0``); the tile's indices along ``dim`` are shifted by ``offset``.
+
+    Once the lists are full, only tile entries below an entity's current ``t``-th value can
+    enter: they are found by one comparison and merged from a small padded block, instead of a
+    ``topk`` over the whole tile (along the columns of a wide row-major tile ``topk`` is strided
+    and several times slower than the comparison). Entries equal to the ``t``-th value are
+    left out; the lists stay approximate GEMM lists, which :func:`refine_topk` makes exact.
+    """
+    thr = vals[span, -1]  # the lists are sorted: the t-th value of each entity
+    cand = None
+    if not bool(torch.isinf(thr).any()):
+        cand = (sq < (thr[None, :] if dim == 0 else thr[:, None])).nonzero(as_tuple=True)
+        if cand[0].numel() > sq.numel() // 16:  # many candidates (early tiles): topk is cheaper
+            cand = None
+    if cand is None:
+        v, i = _tile_topk(sq, t, dim)
+        _merge_into(vals, idx, span, v, i + offset, t)
+        return
+    r, c = cand
+    if r.numel() == 0:
+        return
+    ent, other = (c, r) if dim == 0 else (r, c)
+    v = sq[r, c]
+    if dim == 0:  # nonzero lists entries row by row; group them by column
+        order = torch.argsort(ent, stable=True)
+        ent, other, v = ent[order], other[order], v[order]
+    counts = torch.bincount(ent, minlength=thr.numel())
+    starts = torch.cumsum(counts, 0) - counts
+    pos = torch.arange(ent.numel(), device=sq.device) - starts[ent]
+    pad_v = torch.full((thr.numel(), int(counts.max())), math.inf, dtype=sq.dtype, device=sq.device)
+    pad_i = torch.zeros(pad_v.shape, dtype=torch.long, device=sq.device)
+    pad_v[ent, pos], pad_i[ent, pos] = v, other + offset
+    _merge_into(vals, idx, span, pad_v, pad_i, t)
+
+
 def self_knn(
     points: PointSet, ks: Iterable[int], block_bytes: int = DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
 ) -> Dict[int, Tensor]:
@@ -450,11 +487,9 @@ def self_knn(
             sq = _sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols])
             if j0 == i0:
                 sq.fill_diagonal_(math.inf)
-            v, i = _tile_topk(sq, t, 1)
-            _merge_into(vals, idx, rows, v, i + j0, t)
+            _merge_tile(vals, idx, rows, sq, 1, j0, t)
             if j0 != i0:
-                v, i = _tile_topk(sq, t, 0)
-                _merge_into(vals, idx, cols, v, i + i0, t)
+                _merge_tile(vals, idx, cols, sq, 0, i0, t)
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
     refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes, by_index=False)
@@ -565,8 +600,7 @@ class _RunningNearest:
         self.idx = torch.zeros((n, t), dtype=torch.long, device=device)
 
     def update(self, rows: slice, sq: Tensor, dim: int, offset: int) -> None:
-        v, i = _tile_topk(sq, self.t, dim)
-        _merge_into(self.vals, self.idx, rows, v, i + offset, self.t)
+        _merge_tile(self.vals, self.idx, rows, sq, dim, offset, self.t)
 
 
 def cross_pass(
