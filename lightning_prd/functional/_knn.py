@@ -545,19 +545,26 @@ class _Members:
     keep a mask. Pairs within the rounding margin are decided in float64 (``exact_fn``).
     """
 
-    def __init__(self, sq: Tensor, thr: Tensor, tol: Tensor, along_rows: bool, exact_fn: Callable) -> None:
+    def __init__(
+        self, sq: Tensor, thr: Tensor, tol: Tensor, along_rows: bool, exact_fn: Callable,
+        within: Optional["_Members"] = None,
+    ) -> None:
         eps = torch.finfo(sq.dtype).eps
         slack = tol + eps * thr  # the margin, widened by the rounding of the bounds themselves
         lo, hi = (thr - slack).to(sq.dtype), (thr + slack).to(sq.dtype)
         self.shape = sq.shape
+        self.maybe: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+        if within is not None and within.maybe is not None:
+            # smaller balls of the same centres (thr <= within's thr, elementwise): the pairs
+            # below this upper bound are among ``within``'s listed pairs, no tile pass needed
+            r, c, v = within.maybe
+            sel = v <= (hi[r] if along_rows else hi[c])
+            self._sparse(r[sel], c[sel], v[sel], thr, lo, along_rows, exact_fn)
+            return
         maybe = sq <= (hi[:, None] if along_rows else hi[None, :])
         if int(torch.count_nonzero(maybe)) <= _SPARSE_SHARE * sq.numel():
             r, c = maybe.nonzero(as_tuple=True)
-            keep = sq[r, c] <= (lo[r] if along_rows else lo[c])
-            amb = (~keep).nonzero(as_tuple=True)[0]
-            if amb.numel():
-                keep[amb] = exact_fn(r[amb], c[amb]) <= (thr[r[amb]] if along_rows else thr[c[amb]])
-            self.rows, self.cols, self.mask = r[keep], c[keep], None
+            self._sparse(r, c, sq[r, c], thr, lo, along_rows, exact_fn)
         else:
             sure = sq <= (lo[:, None] if along_rows else lo[None, :])
             amb = maybe & ~sure
@@ -565,6 +572,16 @@ class _Members:
                 r, c = amb.nonzero(as_tuple=True)
                 sure[r, c] = exact_fn(r, c) <= (thr[r] if along_rows else thr[c])
             self.mask = sure
+
+    def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, along_rows: bool, exact_fn: Callable) -> None:
+        """Members from the listed pairs below the upper bound (values ``v``): sure below ``lo``,
+        the rest decided in float64."""
+        self.maybe = (r, c, v)
+        keep = v <= (lo[r] if along_rows else lo[c])
+        amb = (~keep).nonzero(as_tuple=True)[0]
+        if amb.numel():
+            keep[amb] = exact_fn(r[amb], c[amb]) <= (thr[r[amb]] if along_rows else thr[c[amb]])
+        self.rows, self.cols, self.mask = r[keep], c[keep], None
 
     def any_per_col(self) -> Tensor:
         if self.mask is not None:
@@ -667,8 +684,9 @@ def cross_pass(
         # margins use the tile's largest norm on the other side: a conservative bound
         row_tol = tol_f * (real_sq64[rs] + fake_sq64[cs].max())
         col_tol = tol_f * (fake_sq64[cs] + real_sq64[rs].max())
-        for k in sorted(set(member_ks) | set(value_ks)):
-            members = _Members(sq, real_sq_radii[k][rs], row_tol, True, exact_fn)
+        wider = None  # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
+        for k in sorted(set(member_ks) | set(value_ks), reverse=True):
+            members = wider = _Members(sq, real_sq_radii[k][rs], row_tol, True, exact_fn, within=wider)
             if k in res.fake_in_real:
                 res.fake_in_real[k][cs] |= members.any_per_col()
                 res.fake_ball_count[k][cs] += members.count_per_col()
