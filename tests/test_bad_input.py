@@ -588,3 +588,16 @@ def test_reversed_and_big_endian_arrays_are_features():
     a, b = real.numpy(), fake.numpy()
     assert F.precision_recall(a[::-1], b[:, ::-1]) == F.precision_recall(np.flip(a, 0).copy(), np.flip(b, 1).copy())
     assert F.density_coverage(a.astype(">f4"), b.astype(">f8")) == F.density_coverage(a, b.astype(np.float64))
+
+
+def test_huge_finite_features_are_accepted_and_bad_values_still_found():
+    """The finiteness check sums first (a finite sum proves every value finite); a sum that
+    overflows must fall back to the elementwise test, not reject finite features."""
+    from lightning_prd.functional._validation import as_features
+
+    huge = torch.full((10, 3), 3e38)
+    assert torch.equal(as_features(huge, "real"), huge)
+    opposite = torch.randn(10, 3)
+    opposite[0, 0], opposite[4, 2] = float("inf"), float("-inf")  # their sum is NaN, not a cancellation
+    with pytest.raises(ValueError, match="2 of its 10 rows hold NaN or Inf"):
+        as_features(opposite, "real")
