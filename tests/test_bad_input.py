@@ -601,3 +601,15 @@ def test_huge_finite_features_are_accepted_and_bad_values_still_found():
     opposite[0, 0], opposite[4, 2] = float("inf"), float("-inf")  # their sum is NaN, not a cancellation
     with pytest.raises(ValueError, match="2 of its 10 rows hold NaN or Inf"):
         as_features(opposite, "real")
+
+
+def test_device_mismatch_message_without_a_gpu():
+    """The device rule itself, checked on stand-ins (the CUDA variants above run where a GPU is)."""
+    from types import SimpleNamespace
+
+    from lightning_prd.functional._validation import check_pair
+
+    real = SimpleNamespace(shape=(5, 4), device=torch.device("cpu"))
+    fake = SimpleNamespace(shape=(6, 4), device=torch.device("cuda", 0))
+    with pytest.raises(ValueError, match="`real` and `fake` on the same device, but got cpu and cuda:0"):
+        check_pair(real, fake)
