@@ -118,7 +118,8 @@ class PointSet:
         return self.original[rows].to(self.dtype) - self.centre
 
     def subset(self, rows: Tensor) -> "PointSet":
-        return PointSet(self.original[rows], self.centre, self.sq_norms[rows])
+        centred = None if self.centred is None else self.centred[rows]
+        return PointSet(self.original[rows], self.centre, self.sq_norms[rows], centred)
 
 
 def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192, cache_bytes: int = 0) -> PointSet:
@@ -285,16 +286,23 @@ def _exact_rows_values(
         if r_loc.numel() == 0:
             continue
         exact = _exact_pairs(sub.original, b.original, i0 + r_loc, j0 + c_loc)
-        # the candidates of each row side by side (nonzero lists them row by row), padded with inf
-        counts = torch.bincount(r_loc, minlength=n_r)
-        starts = torch.cumsum(counts, 0) - counts
-        pos = torch.arange(r_loc.numel(), device=dev) - starts[r_loc]
-        pad_v = torch.full((n_r, int(counts.max())), math.inf, dtype=torch.float64, device=dev)
-        pad_i = torch.zeros(pad_v.shape, dtype=torch.long, device=dev)
-        pad_v[r_loc, pos], pad_i[r_loc, pos] = exact, j0 + c_loc
+        pad_v, pad_i = _padded(r_loc, exact, j0 + c_loc, n_r)  # nonzero lists the pairs row by row
         rs = slice(i0, i0 + n_r)
         best_v[rs], best_i[rs] = merge_topk([best_v[rs], pad_v], [best_i[rs], pad_i], t)
     return best_v, best_i
+
+
+def _padded(ent: Tensor, vals: Tensor, idx: Tensor, n: int) -> Tuple[Tensor, Tensor]:
+    """Candidate ``(value, index)`` pairs of ``n`` entities, listed entity by entity (``ent``
+    non-decreasing), side by side in ``[n, most per entity]`` blocks padded with ``inf`` / 0:
+    the shape :func:`merge_topk` merges into running lists."""
+    counts = torch.bincount(ent, minlength=n)
+    starts = torch.cumsum(counts, 0) - counts
+    pos = torch.arange(ent.numel(), device=ent.device) - starts[ent]
+    pad_v = torch.full((n, int(counts.max())), math.inf, dtype=vals.dtype, device=vals.device)
+    pad_i = torch.zeros(pad_v.shape, dtype=torch.long, device=vals.device)
+    pad_v[ent, pos], pad_i[ent, pos] = vals, idx
+    return pad_v, pad_i
 
 
 def _smallest_by_value_then_index(vals: Tensor, idx: Tensor, t: int) -> Tuple[Tensor, Tensor]:
@@ -438,13 +446,7 @@ def _merge_tile(vals: Tensor, idx: Tensor, span: slice, sq: Tensor, dim: int, of
     if dim == 0:  # nonzero lists entries row by row; group them by column
         order = torch.argsort(ent, stable=True)
         ent, other, v = ent[order], other[order], v[order]
-    counts = torch.bincount(ent, minlength=thr.numel())
-    starts = torch.cumsum(counts, 0) - counts
-    pos = torch.arange(ent.numel(), device=sq.device) - starts[ent]
-    pad_v = torch.full((thr.numel(), int(counts.max())), math.inf, dtype=sq.dtype, device=sq.device)
-    pad_i = torch.zeros(pad_v.shape, dtype=torch.long, device=sq.device)
-    pad_v[ent, pos], pad_i[ent, pos] = v, other + offset
-    _merge_into(vals, idx, span, pad_v, pad_i, t)
+    _merge_into(vals, idx, span, *_padded(ent, v, other + offset, thr.numel()), t)
 
 
 def self_knn(
@@ -468,7 +470,8 @@ def self_knn(
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
     side = max(1, int(math.isqrt(max(1, block_bytes // (points.centre.element_size() * _TILE_TEMPORARIES)))))
     # diagonal tiles are computed whole, so the saved share of the GEMM is 1/2 - 1/(2 blocks):
-    # at least _SELF_BLOCKS blocks (56% of the full work with 8, 67% with 3; more blocks add per-tile overhead), tiles of >= 512 rows
+    # at least _SELF_BLOCKS blocks (56% of the full work with 8, 67% with 3; more blocks add
+    # per-tile overhead: 16 and 32 measured slower at 10,000 x 2,048), tiles of >= 512 rows
     side = min(side, max(512, -(-n // _SELF_BLOCKS)))
     if shard is not None:  # enough tiles (about 4 per rank or more) for an even split
         side = min(side, max(1, -(-n // (3 * shard.world))))
