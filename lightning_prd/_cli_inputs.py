@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._validation import as_features
+from lightning_prd.functional._validation import as_features, torch_compatible
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
@@ -93,10 +93,8 @@ def _load_error(suffix: str, err: BaseException) -> str:
 
 
 def _from_numpy(array: np.ndarray) -> Tensor:
-    if not array.dtype.isnative:  # a big-endian .npy written on another machine
-        array = array.astype(array.dtype.newbyteorder("="))
     try:
-        return torch.from_numpy(array)
+        return torch.from_numpy(torch_compatible(array))
     except TypeError:
         raise CLIError(
             f"unsupported dtype {array.dtype}; expected numeric features (float32, float64 or float16)"

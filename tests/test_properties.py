@@ -34,6 +34,12 @@ def point_sets(draw, planted=True):
     return real, fake, k
 
 
+def _permutations(real, fake, seed):
+    """Seeded random orders of the two sets."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randperm(len(real), generator=g), torch.randperm(len(fake), generator=g)
+
+
 def _scores(real, fake, k, **kw):
     return [float(v) for v in precision_recall(real, fake, k=k, **kw) + density_coverage(real, fake, k=k, **kw)]
 
@@ -53,8 +59,7 @@ def test_equal_oracle_with_duplicates_and_ranges(data):
 @given(point_sets(), st.integers(0, 2**31 - 1))
 def test_permutation_invariance(data, seed):
     real, fake, k = data
-    g = torch.Generator().manual_seed(seed)
-    pr, pf = torch.randperm(len(real), generator=g), torch.randperm(len(fake), generator=g)
+    pr, pf = _permutations(real, fake, seed)
     assert _scores(real, fake, k) == _scores(real[pr], fake[pf], k)
 
 
@@ -122,8 +127,7 @@ def test_authenticity_and_alpha_beta_ranges_oracle_and_permutations(data, seed):
         assert bool(((out[key] >= 0) & (out[key] <= 1)).all())
     for key in ("alpha_precision", "beta_recall"):
         assert -0.5 <= float(out[key]) <= 1
-    g = torch.Generator().manual_seed(seed)
-    pr, pf = torch.randperm(len(real), generator=g), torch.randperm(len(fake), generator=g)
+    pr, pf = _permutations(real, fake, seed)
     assert float(authenticity(real[pr], fake[pf])) == auth
 
 
@@ -133,8 +137,7 @@ def test_realism_follows_its_samples_under_permutation(data, seed):
     from lightning_prd.functional import realism_score
 
     real, fake, k = data
-    g = torch.Generator().manual_seed(seed)
-    pr, pf = torch.randperm(len(real), generator=g), torch.randperm(len(fake), generator=g)
+    pr, pf = _permutations(real, fake, seed)
     base = realism_score(real, fake, k=k)
     assert bool((base >= 0).all())
     # realism is a continuous value from the GEMM distances (not refined like the decisions):

@@ -106,6 +106,16 @@ def check_real(
     return value
 
 
+def torch_compatible(array: np.ndarray) -> np.ndarray:
+    """``array`` in a layout torch can wrap: native byte order (big-endian data, e.g. a ``.npy``
+    written on another machine, is converted) and no negative strides (reversed views are copied)."""
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    if any(s < 0 for s in array.strides):
+        array = np.ascontiguousarray(array)
+    return array
+
+
 def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     """Convert ``x`` to a finite floating ``[n, D]`` tensor.
 
@@ -114,10 +124,7 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     Non-contiguous inputs are copied to a contiguous tensor.
     """
     if isinstance(x, np.ndarray):
-        if not x.dtype.isnative:
-            x = x.astype(x.dtype.newbyteorder("="))  # big-endian data, e.g. read from a file
-        if any(s < 0 for s in x.strides):
-            x = np.ascontiguousarray(x)  # reversed views: torch cannot wrap negative strides
+        x = torch_compatible(x)
     if not isinstance(x, Tensor):
         try:
             x = torch.as_tensor(x)
