@@ -36,6 +36,15 @@ from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.functional._screen import (
+    SCREEN_REL,
+    Bound,
+    Screened,
+    screen,
+    screen_available,
+    screen_tile,
+    tol_factor,
+)
 from lightning_prd.functional._shard import Shard
 from lightning_prd.functional._topk import merge_topk
 
@@ -44,6 +53,9 @@ DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Extra candidates kept beyond k in running top-k lists, so that float64 refinement can
 #: reorder near-ties without a second pass.
 _SLACK = 4
+#: The same with the bfloat16 screen, whose rounding interval holds about ten neighbours of
+#: a 2,048-dimensional Gaussian sample at the k-th neighbour's distance.
+_SCREEN_SLACK = 32
 #: Minimum number of row blocks of a self pass (tiles on and above the diagonal only).
 _SELF_BLOCKS = 8
 #: Number of temporaries of tile size alive at once (distance tile, masks, ratios).
@@ -93,12 +105,15 @@ class PointSet:
         centre: the shared centre, in the compute dtype.
         sq_norms: ``||row - centre||^2`` per row, compute dtype.
         centred: ``original - centre`` in the compute dtype, or None (blocks are centred as used).
+        screened: the bfloat16 screen rows (:mod:`._screen`), or None: tiles are then GEMMs
+            in the compute dtype.
     """
 
     original: Tensor
     centre: Tensor
     sq_norms: Tensor
     centred: Optional[Tensor] = None
+    screened: Optional[Screened] = None
 
     def __len__(self) -> int:
         return self.original.shape[0]
@@ -117,17 +132,34 @@ class PointSet:
             return self.centred[rows]
         return self.original[rows].to(self.dtype) - self.centre
 
+    def left(self, rows) -> Tensor:
+        """Rows as the left operand of a tile GEMM."""
+        return self.block(rows) if self.screened is None else self.screened.rows[rows]
+
+    def right(self, rows) -> Tensor:
+        """Rows as the right operand of a tile GEMM."""
+        return self.block(rows) if self.screened is None else self.screened.right(rows)
+
+    @property
+    def slack(self) -> int:
+        """Candidates kept beyond k in running top-k lists over this set's tiles."""
+        return _SLACK if self.screened is None else _SCREEN_SLACK
+
     def subset(self, rows: Tensor) -> "PointSet":
         centred = None if self.centred is None else self.centred[rows]
-        return PointSet(self.original[rows], self.centre, self.sq_norms[rows], centred)
+        screened = None if self.screened is None else self.screened[rows]
+        return PointSet(self.original[rows], self.centre, self.sq_norms[rows], centred, screened)
 
 
 def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192, cache_bytes: int = 0) -> PointSet:
     """Wrap ``points`` for the GEMM pass: the centre in ``dtype`` and the centred squared norms
-    (with a centred working copy when it takes at most ``cache_bytes``, see :func:`with_centred`)."""
+    (with a centred working copy when it takes at most ``cache_bytes``, see :func:`with_centred`),
+    and the bfloat16 screen rows where the hardware multiplies bfloat16 natively
+    (:func:`._screen.screen_available`)."""
     centre = centre.to(device=points.device, dtype=dtype)
     sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
-    out = with_centred(PointSet(points, centre, sq), cache_bytes)
+    screened = screen(points, centre) if screen_available(points.device, dtype) else None
+    out = with_centred(PointSet(points, centre, sq, screened=screened), cache_bytes)
     for s0 in range(0, points.shape[0], chunk):
         sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)
     return out
@@ -140,21 +172,28 @@ def with_centred(points: PointSet, cache_bytes: int) -> PointSet:
     than the budget (50,000 x 4,096 at the default) keeps being centred tile by tile, so memory
     stays bounded by the budget. The copy lives as long as the returned object (one pass).
     """
+    if points.screened is not None:  # screened tiles never read the centred rows
+        return points
     if points.centred is not None or len(points) * points.dim * points.centre.element_size() > cache_bytes:
         return points
     return replace(points, centred=points.original.to(points.dtype) - points.centre)
 
 
-def _tol_factor(dtype: torch.dtype, dim: int) -> float:
-    """Relative rounding margin of a GEMM squared distance (see module docstring).
+def unscreened(points: PointSet, cache_bytes: int) -> PointSet:
+    """``points`` with tiles in the compute dtype (and a centred copy where it fits)."""
+    return points if points.screened is None else with_centred(replace(points, screened=None), cache_bytes)
 
-    The dot product's rounding error grows like ``sqrt(D) * eps`` (random-walk accumulation;
-    blocked BLAS kernels do better), the norms and additions add a few ``eps``. Measured
-    on Gaussian and offset data the error stays below ``0.07 * sqrt(D + 1) * eps *
-    (||a||^2 + ||b||^2)`` at D = 2,048 and below ``1 * sqrt(D + 1) * eps * (...)`` at D = 8;
-    the margin is several times larger in both regimes.
-    """
-    return (2.0 * math.sqrt(dim + 1) + 8.0) * torch.finfo(dtype).eps
+
+def _bound(a: PointSet, b: PointSet, rows, cols=slice(None)) -> Bound:
+    """Rounding interval of the tile values of ``a[rows]`` against any of ``b[cols]``, one
+    per row (the other side's largest norm and rounding: a conservative bound)."""
+    if a.screened is None:
+        sq_a, sq_b = a.sq_norms[rows].to(torch.float64), b.sq_norms[cols].to(torch.float64)
+        return Bound(0.0, None, tol_factor(a.dtype, a.dim) * (sq_a + sq_b.max()))
+    sa, sb = a.screened, b.screened
+    tol = 2 * tol_factor(torch.float32, sa.rows.shape[1])
+    tau = tol * (sa.sq_norms[rows] + sb.sq_norms[cols].max()) + 1e-30
+    return Bound(SCREEN_REL, sa.rho[rows] + sb.rho[cols].max(), tau)
 
 
 def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tuple[int, int]:
@@ -165,12 +204,25 @@ def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tu
     return rows, cols
 
 
-def _sq_tile(buf: Tensor, a_blk: Tensor, a_sq: Tensor, b_blk: Tensor, b_sq: Tensor) -> Tensor:
+def _buffer(elements: int, points: PointSet) -> Tuple[Tensor, Optional[Tensor]]:
+    """Reused tile storage of one pass: the tile in the compute dtype, and the bfloat16 GEMM
+    output when ``points`` is screened."""
+    dev = points.original.device
+    low = torch.empty(elements, dtype=torch.bfloat16, device=dev) if points.screened is not None else None
+    return torch.empty(elements, dtype=points.dtype, device=dev), low
+
+
+def _sq_tile(buf: Tuple[Tensor, Optional[Tensor]], a_blk: Tensor, a_sq: Tensor, b_blk: Tensor, b_sq: Tensor) -> Tensor:
     """``||a||^2 + ||b||^2 - 2 a.b`` clamped at 0, written into (a view of) the reused ``buf``:
-    one allocation per pass instead of one per tile. The tile is valid until the next call."""
-    out = buf[: a_blk.shape[0] * b_blk.shape[0]].view(a_blk.shape[0], b_blk.shape[0])
-    torch.add(a_sq, b_sq[None, :], out=out)
-    out.addmm_(a_blk, b_blk.T, alpha=-2.0).clamp_(min=0.0)
+    one allocation per pass instead of one per tile. The tile is valid until the next call.
+    Screen rows (bfloat16) carry their norms: one bfloat16 GEMM gives the tile (:mod:`._screen`)."""
+    shape = (a_blk.shape[0], b_blk.shape[0])
+    out = buf[0][: shape[0] * shape[1]].view(shape)
+    if a_blk.dtype == torch.bfloat16:
+        screen_tile(out, buf[1][: shape[0] * shape[1]].view(shape), a_blk, b_blk)
+    else:
+        torch.add(a_sq, b_sq[None, :], out=out)
+        out.addmm_(a_blk, b_blk.T, alpha=-2.0).clamp_(min=0.0)
     _tick()
     return out
 
@@ -182,16 +234,16 @@ def tiles(a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = N
     rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes)
     if shard is not None:  # enough row blocks (4 per rank) for an even split
         rows = min(rows, max(1, -(-len(a) // (4 * shard.world))))
-    b_blocks = [b.block(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
-    buf = torch.empty(min(rows, len(a)) * min(cols, len(b)), dtype=a.dtype, device=a.original.device)
+    b_blocks = [b.right(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
+    buf = _buffer(min(rows, len(a)) * min(cols, len(b)), a)
     for i0 in range(0, len(a), rows):
-        a_blk = a.block(slice(i0, i0 + rows))
+        a_blk = a.left(slice(i0, i0 + rows))
         a_sq = a.sq_norms[i0 : i0 + rows, None]
         for j0 in range(0, len(b), cols):
             number += 1
             if shard is not None and not shard.owns(number):
                 continue
-            b_blk = b_blocks[0] if b_blocks is not None else b.block(slice(j0, j0 + cols))
+            b_blk = b_blocks[0] if b_blocks is not None else b.right(slice(j0, j0 + cols))
             yield i0, j0, _sq_tile(buf, a_blk, a_sq, b_blk, b.sq_norms[j0 : j0 + cols])
 
 
@@ -218,8 +270,19 @@ def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[i
     if chunk is None:
         chunk = max(256, _PAIR_CHUNK_BYTES // (16 * max(1, a.shape[1])))
     out = torch.empty(ia.shape[0], dtype=torch.float64, device=a.device)
+    m = min(chunk, ia.shape[0])
+    # reused buffers: a fresh allocation per chunk costs more in page faults than the arithmetic
+    rows_a = torch.empty((m, a.shape[1]), dtype=a.dtype, device=a.device)
+    rows_b = torch.empty((m, b.shape[1]), dtype=b.dtype, device=a.device)
+    diff = torch.empty((m, a.shape[1]), dtype=torch.float64, device=a.device)
     for s in range(0, ia.shape[0], chunk):
-        out[s : s + chunk] = exact_sq_dist(a[ia[s : s + chunk]], b[ib[s : s + chunk]])
+        c = min(chunk, ia.shape[0] - s)
+        torch.index_select(a, 0, ia[s : s + c], out=rows_a[:c])
+        torch.index_select(b, 0, ib[s : s + c], out=rows_b[:c])
+        d = diff[:c]
+        d.copy_(rows_a[:c])
+        d.sub_(rows_b[:c])
+        out[s : s + c] = d.square_().sum(-1)
     return out
 
 
@@ -229,7 +292,7 @@ def _exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[i
 
 
 def _exact_rows_topk(
-    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float,
+    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool,
     block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True,
 ) -> Tuple[Tensor, Tensor]:
     """Exact float64 ``t`` nearest of ``a[rows]`` in ``b``, among pairs whose GEMM value is below
@@ -240,7 +303,7 @@ def _exact_rows_topk(
     (one ``topk`` per tile instead of two and a sort: tie-heavy data, e.g. one-hot tabular
     features, sends many rows here)."""
     if not by_index:
-        return _exact_rows_values(a, b, rows, bound, t, exclude_self, tol_f, block_bytes)
+        return _exact_rows_values(a, b, rows, bound, t, exclude_self, block_bytes)
     sub = a.subset(rows)
     # running lists of every row; a tile covers rows i0 : i0 + n_r only (small budgets give
     # tiles of fewer rows than ``rows``), so each tile merges into its own row slice
@@ -248,8 +311,8 @@ def _exact_rows_topk(
     best_i = torch.zeros((len(rows), t), dtype=torch.long, device=a.original.device)
     for i0, j0, sq in tiles(sub, b, block_bytes // 2):  # float64 tiles: half the elements
         n_r, n_c = sq.shape
-        tol = tol_f * (sub.sq_norms[i0 : i0 + n_r, None] + b.sq_norms[None, j0 : j0 + n_c])
-        cand = sq.to(torch.float64) - tol <= bound[i0 : i0 + n_r, None]
+        rs = slice(i0, i0 + n_r)
+        cand = sq.to(torch.float64) <= _bound(sub, b, rs, slice(j0, j0 + n_c)).maybe_below(bound[rs])[:, None]
         if exclude_self:
             cols = torch.arange(j0, j0 + n_c, device=sq.device)
             cand &= rows[i0 : i0 + n_r, None] != cols[None, :]
@@ -257,7 +320,6 @@ def _exact_rows_topk(
         exact = torch.full((n_r, n_c), math.inf, dtype=torch.float64, device=sq.device)
         exact[r_loc, c_loc] = _exact_pairs(sub.original, b.original, i0 + r_loc, j0 + c_loc)
         cols_idx = torch.arange(j0, j0 + n_c, device=sq.device).expand(n_r, n_c)
-        rs = slice(i0, i0 + n_r)
         best_v[rs], best_i[rs] = _smallest_by_value_then_index(
             torch.cat([best_v[rs], exact], 1), torch.cat([best_i[rs], cols_idx], 1), t
         )
@@ -265,7 +327,7 @@ def _exact_rows_topk(
 
 
 def _exact_rows_values(
-    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, tol_f: float, block_bytes: int
+    a: PointSet, b: PointSet, rows: Tensor, bound: Tensor, t: int, exclude_self: bool, block_bytes: int
 ) -> Tuple[Tensor, Tensor]:
     """:func:`_exact_rows_topk` when only the values count (radii): candidates are selected in
     the tile's own dtype against one threshold per row (``bound`` plus the row's largest
@@ -274,7 +336,7 @@ def _exact_rows_values(
     dev = a.original.device
     best_v = torch.full((len(rows), t), math.inf, dtype=torch.float64, device=dev)
     best_i = torch.zeros((len(rows), t), dtype=torch.long, device=dev)
-    thr = bound + tol_f * (sub.sq_norms.to(torch.float64) + b.sq_norms.max().to(torch.float64))
+    thr = _bound(sub, b, slice(None)).maybe_below(bound)
     thr_c = thr.to(sub.dtype)
     thr_c = torch.where(thr_c.to(torch.float64) < thr, torch.nextafter(thr_c, torch.full_like(thr_c, math.inf)), thr_c)
     for i0, j0, sq in tiles(sub, b, block_bytes):
@@ -351,21 +413,20 @@ def _refine_rows(
     last candidate's, so ``last - margin >= exact k-th`` suffices. Unsafe rows are recomputed
     rigorously by :func:`_exact_rows_topk`.
     """
-    tol_f = _tol_factor(a.dtype, a.dim)
     exact = _exact_pairs(a.original, b.original, rows[:, None].expand_as(idx).reshape(-1), idx.reshape(-1))
     exact = torch.where(torch.isinf(approx), math.inf, exact.view(idx.shape))  # padded slots stay empty
     exact_sorted, ids_sorted = _sort_by_value_then_index(exact, idx)
     vals, ids = exact_sorted[:, :k], ids_sorted[:, :k]
     if truncated:
-        margin = tol_f * (a.sq_norms[rows].to(torch.float64) + b.sq_norms.max().to(torch.float64))
         # an exact k-th value of 0 cannot be beaten (ties at 0 give the same value; the index
         # among identical rows is made canonical by :func:`_lowest_identical`). ``<=``: a
         # non-candidate tied with the k-th value must be found (ties go to the lowest index).
-        unsafe = (approx[:, -1].to(torch.float64) - margin <= vals[:, -1]) & (vals[:, -1] > 0)
+        low = _bound(a, b, rows).low(approx[:, -1].to(torch.float64))
+        unsafe = (low <= vals[:, -1]) & (vals[:, -1] > 0)
         if bool(unsafe.any()):
             bad = unsafe.nonzero(as_tuple=True)[0]
             vals[bad], ids[bad] = _exact_rows_topk(
-                a, b, rows[bad], vals[bad, -1], k, exclude_self, tol_f, block_bytes, by_index=by_index
+                a, b, rows[bad], vals[bad, -1], k, exclude_self, block_bytes, by_index=by_index
             )
     return vals, ids
 
@@ -382,19 +443,96 @@ def refine_topk(
     k). Other rows are fully refined by :func:`_refine_rows`.
     """
     n, t = approx.shape
-    tol_f = _tol_factor(a.dtype, a.dim)
+    if a.screened is not None:
+        return _refine_screened(a, b, approx, idx, ks, exclude_self, truncated, block_bytes, by_index)
     v = approx.to(torch.float64)
-    gap = 2 * tol_f * (a.sq_norms.to(torch.float64) + b.sq_norms.max().to(torch.float64))
+    bound = _bound(a, b, slice(None))
     uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
-    for k in ks:
+    for k in ks:  # the k-th is certain when its rounding interval overlaps no neighbour's
         if k >= 2:
-            uncertain |= v[:, k - 1] - v[:, k - 2] <= gap
+            uncertain |= bound.low(v[:, k - 1]) <= bound.high(v[:, k - 2])
         if k < t:
-            uncertain |= v[:, k] - v[:, k - 1] <= gap
+            uncertain |= bound.low(v[:, k]) <= bound.high(v[:, k - 1])
         elif truncated:
             uncertain[:] = True
     cols = idx[:, [k - 1 for k in ks]]  # [n, len(ks)]: the k-th candidates, all k at once
     rows_rep = torch.arange(n, device=approx.device)[:, None].expand_as(cols)
+    exact = _exact_pairs(a.original, b.original, rows_rep.reshape(-1), cols.reshape(-1)).view(cols.shape)
+    out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
+    if bool(uncertain.any()):
+        rows = uncertain.nonzero(as_tuple=True)[0]
+        vals, ids = _refine_rows(
+            a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated, block_bytes, by_index=by_index
+        )
+        for k in ks:
+            out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
+    return out
+
+
+#: Memory budget, in bytes, of one chunk of :func:`_direct_sq`.
+_DIRECT_CHUNK_BYTES = 32 * 2**20
+
+
+def _direct_sq(a: Tensor, b: Tensor, idx: Tensor) -> Tensor:
+    """``sum((a[i] - b[idx[i, j]])^2)`` in ``a``'s dtype (float32), for every candidate.
+
+    Computed from the differences, its error is relative to the distance itself, whatever the
+    norms: each of the ``D`` terms carries at most three roundings, and the sum of ``D``
+    non-negative terms a relative error that grows like ``sqrt(D) u`` for blocked sums (``(D - 1) u``
+    at worst); :func:`_direct_interval` takes the float32 GEMM margin, relative to the distance.
+    """
+    n, t = idx.shape
+    out = torch.empty((n, t), dtype=a.dtype, device=a.device)
+    chunk = max(1, _DIRECT_CHUNK_BYTES // (t * a.shape[1] * a.element_size()))
+    buf = torch.empty((min(chunk, n) * t, a.shape[1]), dtype=b.dtype, device=a.device)  # reused: no page faults
+    for s in range(0, n, chunk):
+        rows = idx[s : s + chunk].reshape(-1)
+        diff = torch.index_select(b, 0, rows, out=buf[: rows.numel()]).view(-1, t, a.shape[1])
+        diff.sub_(a[s : s + chunk, None, :])
+        out[s : s + chunk] = diff.square_().sum(-1)
+    return out
+
+
+def _direct_interval(v: Tensor, dim: int) -> Tuple[Tensor, Tensor]:
+    """Float64 interval holding the exact squared distance of a :func:`_direct_sq` value ``v``:
+    the float32 GEMM margin (:func:`._screen.tol_factor`), here relative to the distance."""
+    rel = tol_factor(v.dtype, dim)
+    tiny = dim * torch.finfo(v.dtype).tiny
+    v = v.to(torch.float64)
+    return (v * (1 - rel) - tiny).clamp(min=0), v * (1 + rel) + tiny
+
+
+def _refine_screened(
+    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool,
+    block_bytes: int, by_index: bool,
+) -> Dict[int, Tuple[Tensor, Tensor]]:
+    """:func:`refine_topk` for lists from bfloat16 screen tiles.
+
+    The screen's rounding interval holds many candidates (about ten at D = 2,048), so almost
+    no k-th neighbour is certain from the screen values. Every candidate is first recomputed
+    in float32 from its differences (:func:`_direct_sq`: error relative to the distance,
+    about ``1e-4`` at D = 2,048) and the lists re-sorted; where the k-th candidate's interval
+    overlaps no other candidate's and lies below every non-candidate (whose distances are at
+    least the screen's lower bound of the last listed value), only the k-th pair is computed
+    in float64. Other rows go through :func:`_refine_rows`.
+    """
+    n, t = approx.shape
+    rows_all = torch.arange(n, device=approx.device)
+    direct = torch.where(torch.isinf(approx), math.inf, _direct_sq(a.original, b.original, idx))
+    direct, order = torch.sort(direct, dim=1, stable=True)
+    cand = torch.gather(idx, 1, order)
+    lo, hi = _direct_interval(direct, a.dim)
+    floor = _bound(a, b, slice(None)).low(approx[:, -1].to(torch.float64)) if truncated else None
+    uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
+    for k in ks:
+        if k >= 2:
+            uncertain |= lo[:, k - 1] <= hi[:, k - 2]
+        if k < t:
+            uncertain |= lo[:, k] <= hi[:, k - 1]
+        if floor is not None:
+            uncertain |= floor <= hi[:, k - 1]
+    cols = cand[:, [k - 1 for k in ks]]
+    rows_rep = rows_all[:, None].expand_as(cols)
     exact = _exact_pairs(a.original, b.original, rows_rep.reshape(-1), cols.reshape(-1)).view(cols.shape)
     out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
     if bool(uncertain.any()):
@@ -464,7 +602,7 @@ def self_knn(
     """
     ks = sorted(set(int(k) for k in ks))
     n = len(points)
-    t = min(ks[-1] + _SLACK, n - 1)
+    t = min(ks[-1] + points.slack, n - 1)
     dev, cdt = points.original.device, points.dtype
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
@@ -475,7 +613,7 @@ def self_knn(
     side = min(side, max(512, -(-n // _SELF_BLOCKS)))
     if shard is not None:  # enough tiles (about 4 per rank or more) for an even split
         side = min(side, max(1, -(-n // (3 * shard.world))))
-    buf = torch.empty(min(side, n) ** 2, dtype=cdt, device=dev)
+    buf = _buffer(min(side, n) ** 2, points)
     number = -1
     for i0 in range(0, n, side):
         rows = slice(i0, min(i0 + side, n))
@@ -484,9 +622,9 @@ def self_knn(
             number += 1
             if shard is not None and not shard.owns(number):
                 continue
-            a_blk = points.block(rows) if a_blk is None else a_blk
+            a_blk = points.left(rows) if a_blk is None else a_blk
             cols = slice(j0, min(j0 + side, n))
-            b_blk = a_blk if j0 == i0 else points.block(cols)
+            b_blk = points.right(cols) if points.screened is not None or j0 != i0 else a_blk
             sq = _sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols])
             if j0 == i0:
                 sq.fill_diagonal_(math.inf)
@@ -537,6 +675,13 @@ class CrossResult:
 
 #: Above this share of candidate pairs in a tile, membership stays a dense mask.
 _SPARSE_SHARE = 1 / 16
+#: A screened cross tile with more ambiguous pairs than this share is recomputed in the
+#: compute dtype (a float64 pair costs about as much as 100 pairs of a float32 GEMM).
+_AMBIGUOUS_SHARE = 1 / 256
+
+
+class _Ambiguous(Exception):
+    """Raised by :class:`_Members` when a screened tile holds too many ambiguous pairs."""
 
 
 class _Members:
@@ -549,13 +694,15 @@ class _Members:
     """
 
     def __init__(
-        self, sq: Tensor, thr: Tensor, tol: Tensor, along_rows: bool, exact_fn: Callable,
-        within: Optional["_Members"] = None,
+        self, sq: Tensor, thr: Tensor, bound: Bound, along_rows: bool, exact_fn: Callable,
+        within: Optional["_Members"] = None, limit: Optional[int] = None, decided: Optional[Tensor] = None,
     ) -> None:
-        eps = torch.finfo(sq.dtype).eps
-        slack = tol + eps * thr  # the margin, widened by the rounding of the bounds themselves
-        lo, hi = (thr - slack).to(sq.dtype), (thr + slack).to(sq.dtype)
-        self.shape = sq.shape
+        """``limit``: raise :class:`_Ambiguous` rather than decide more pairs in float64.
+        ``decided``: rows (``along_rows=False``) already known to be members of some ball,
+        whose ambiguous pairs need no decision (only :meth:`any_per_row` is used then)."""
+        widen = torch.finfo(sq.dtype).eps * thr  # the rounding of the bounds themselves
+        lo, hi = (bound.sure_below(thr) - widen).to(sq.dtype), (bound.maybe_below(thr) + widen).to(sq.dtype)
+        self.shape, self.limit, self.decided = sq.shape, limit, decided
         self.maybe: Optional[Tuple[Tensor, Tensor, Tensor]] = None
         if within is not None and within.maybe is not None:
             # smaller balls of the same centres (thr <= within's thr, elementwise): the pairs
@@ -571,18 +718,30 @@ class _Members:
         else:
             sure = sq <= (lo[:, None] if along_rows else lo[None, :])
             amb = maybe & ~sure
+            if self.decided is not None:  # rows inside some ball already, or surely in this tile
+                amb &= ~(self.decided | sure.any(1))[:, None]
             if bool(amb.any()):
                 r, c = amb.nonzero(as_tuple=True)
+                self._check(r.numel())
                 sure[r, c] = exact_fn(r, c) <= (thr[r] if along_rows else thr[c])
             self.mask = sure
+
+    def _check(self, ambiguous: int) -> None:
+        if self.limit is not None and ambiguous > self.limit:
+            raise _Ambiguous()
 
     def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, along_rows: bool, exact_fn: Callable) -> None:
         """Members from the listed pairs below the upper bound (values ``v``): sure below ``lo``,
         the rest decided in float64."""
         self.maybe = (r, c, v)
         keep = v <= (lo[r] if along_rows else lo[c])
-        amb = (~keep).nonzero(as_tuple=True)[0]
+        amb = ~keep
+        if self.decided is not None:  # rows inside some ball already, or surely in this tile
+            done = self.decided.index_fill(0, r[keep], True)
+            amb &= ~done[r]
+        amb = amb.nonzero(as_tuple=True)[0]
         if amb.numel():
+            self._check(amb.numel())
             keep[amb] = exact_fn(r[amb], c[amb]) <= (thr[r[amb]] if along_rows else thr[c[amb]])
         self.rows, self.cols, self.mask = r[keep], c[keep], None
 
@@ -623,6 +782,75 @@ class _RunningNearest:
         _merge_tile(self.vals, self.idx, rows, sq, dim, offset, self.t)
 
 
+class _ScreenedRealism:
+    """Realism from screened tiles, exact in float64.
+
+    Per generated sample, a running list of the ``t`` reals with the largest approximate ratio
+    ``r^2 / v`` (``v`` the screen value) is kept; pairs closer than ``s0`` (64 rounding radii:
+    near-copies, where the screen's relative error is large) are decided exactly as they come.
+    Beyond ``s0`` a screen value ``v`` is within a factor ``F(v) = v / low(v)`` of the exact
+    squared distance (``F`` decreasing in ``v``), so no unlisted real can beat the listed ones
+    once the best exact ratio is at least ``F`` times the last listed approximate one;
+    samples where that fails are recomputed by the caller from compute-dtype tiles.
+    """
+
+    def __init__(self, real: PointSet, fake: PointSet, num: Tensor, t: int) -> None:
+        m, dev = len(fake), real.original.device
+        self.real, self.fake, self.num = real, fake, num  # float64, -1 for pruned balls
+        self.neg_num = (-num).to(torch.float32)
+        bound = _bound(real, fake, slice(None))
+        self.s0 = torch.maximum(4096 * bound.e.square(), 64 * bound.tau)  # per real row
+        # one bound for every row (the largest rounding terms), applied from the smallest
+        # squared distance an unlisted pair can have (see :meth:`finish`)
+        self.bound = Bound(bound.rel, bound.e.max(), bound.tau.max())
+        self.s0_min = self.s0.min()
+        kept = num >= 0
+        self.num_min = num[kept].min() if bool(kept.any()) else torch.zeros((), dtype=num.dtype, device=dev)
+        self.listed = _RunningNearest(m, t, torch.float32, dev)
+        self.near_best = torch.full((m,), -math.inf, dtype=torch.float64, device=dev)
+
+    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
+        neg_ratio = torch.div(self.neg_num[rs, None], sq)
+        r0, c0 = ((sq <= self.s0[rs, None].to(sq.dtype)) & (self.num[rs, None] >= 0)).nonzero(as_tuple=True)
+        if r0.numel():
+            ratio = _exact_ratio(self.num[rs][r0], exact_fn(r0, c0))
+            best = self.near_best[cs]
+            best.scatter_reduce_(0, c0, ratio, reduce="amax")
+            neg_ratio[r0, c0] = math.inf  # decided exactly: never listed
+        self.listed.update(cs, neg_ratio, 0, i0)
+
+    def finish(self, shard: Optional[Shard]) -> Tuple[Tensor, Tensor]:
+        """Exact ratio maxima (float64) and the indices of the unsafe generated samples."""
+        if shard is not None:
+            self.listed.vals, self.listed.idx = shard.merge_topk(self.listed.vals, self.listed.idx)
+            self.near_best = shard.max(self.near_best)
+        vals, idx = self.listed.vals, self.listed.idx
+        m, t = idx.shape
+        # the listed candidates in float32 from their differences (error relative to the
+        # distance), then in float64 only those whose ratio may still be the largest
+        lo, hi = _direct_interval(_direct_sq(self.fake.original, self.real.original, idx), self.real.dim)
+        num, listed = self.num[idx], torch.isfinite(vals)
+        low_ratio = torch.where(listed, num / hi, -math.inf)
+        high_ratio = torch.where(num >= 0, torch.where(lo > 0, num / lo, math.inf), num / hi)
+        best = torch.maximum(self.near_best, low_ratio.amax(1))
+        f, j = (listed & (high_ratio >= best[:, None])).nonzero(as_tuple=True)
+        ratio = _exact_ratio(num[f, j], _exact_pairs(self.real.original, self.fake.original, idx[f, j], f))
+        best = best.scatter_reduce(0, f, ratio, reduce="amax")
+        last = -vals[:, -1].to(torch.float64)  # the t-th largest approximate ratio
+        # an unlisted pair of a kept ball has ratio num / v <= last, so v >= num_min / last, and
+        # v > s0: its exact ratio is at most last * v / low(v) at the smallest such v
+        v = torch.maximum(self.num_min / last.clamp(min=1e-300), self.s0_min)
+        factor = v / self.bound.low(v)
+        unsafe = torch.isfinite(vals[:, -1]) & (last > 0) & (best < last * factor)
+        return best, unsafe.nonzero(as_tuple=True)[0]
+
+
+def _exact_ratio(num: Tensor, dist: Tensor) -> Tensor:
+    """``num / dist`` with the realism conventions: a copy of a kept ball's centre is ``inf``
+    (even when the radius is 0), a pruned ball (``num < 0``) stays negative."""
+    return torch.where((dist == 0) & (num >= 0), math.inf, num / dist)
+
+
 def cross_pass(
     real: PointSet,
     fake: PointSet,
@@ -651,9 +879,11 @@ def cross_pass(
             in ``value_ks``) is wanted.
         shard: compute only this process's tiles and combine the accumulators across the group.
     """
+    screened = real.screened is not None
+    # a screened tile with too many ambiguous pairs is recomputed from the float rows
+    plain_real, plain_fake = replace(real, screened=None), replace(fake, screened=None)
     n, m = len(real), len(fake)
     dev, cdt = real.original.device, real.dtype
-    tol_f = _tol_factor(cdt, real.dim)
     res = CrossResult()
     for k in member_ks:
         res.fake_in_real[k] = torch.zeros(m, dtype=torch.bool, device=dev)
@@ -671,12 +901,16 @@ def cross_pass(
         # sample not on it, and (below, from the exact distance) inf to a copy of its centre
         realism_num = torch.where(keep, r_sq, -1.0).to(cdt)
         realism_max = torch.full((m,), -math.inf, dtype=cdt, device=dev)
+    screened_realism = (
+        _ScreenedRealism(real, fake, torch.where(keep, r_sq, -1.0), min(1 + real.slack, n))
+        if screened and realism_k is not None
+        else None
+    )
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
-    near_fake = _RunningNearest(m, min(1 + _SLACK, n), cdt, dev) if nearest else None
-    near_real = _RunningNearest(n, min(1 + _SLACK, m), cdt, dev) if nearest is True else None
+    near_fake = _RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
+    near_real = _RunningNearest(n, min(1 + real.slack, m), cdt, dev) if nearest is True else None
 
-    real_sq64, fake_sq64 = real.sq_norms.to(torch.float64), fake.sq_norms.to(torch.float64)
     for i0, j0, sq in tiles(real, fake, block_bytes, shard):
         n_r, n_c = sq.shape
         rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
@@ -684,12 +918,24 @@ def cross_pass(
         def exact_fn(r: Tensor, c: Tensor) -> Tensor:
             return _exact_pairs(real.original, fake.original, i0 + r, j0 + c)
 
-        # margins use the tile's largest norm on the other side: a conservative bound
-        row_tol = tol_f * (real_sq64[rs] + fake_sq64[cs].max())
-        col_tol = tol_f * (fake_sq64[cs] + real_sq64[rs].max())
-        wider = None  # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
-        for k in sorted(set(member_ks) | set(value_ks), reverse=True):
-            members = wider = _Members(sq, real_sq_radii[k][rs], row_tol, True, exact_fn, within=wider)
+        def decide(sq: Tensor, a: PointSet, b: PointSet, limit: Optional[int]):
+            # margins use the tile's largest norm on the other side: a conservative bound
+            row_bound, col_bound = _bound(a, b, rs, cs), _bound(b, a, cs, rs)
+            balls, wider = {}, None  # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
+            for k in sorted(set(member_ks) | set(value_ks), reverse=True):
+                balls[k] = wider = _Members(sq, real_sq_radii[k][rs], row_bound, True, exact_fn, wider, limit)
+            inside = {
+                k: _Members(sq, fake_sq_radii[k][cs], col_bound, False, exact_fn, limit=limit, decided=res.real_in_fake[k][rs])
+                for k in recall_ks
+            }
+            return balls, inside, row_bound
+
+        try:
+            balls, inside, row_bound = decide(sq, real, fake, sq.numel() * _AMBIGUOUS_SHARE if screened else None)
+        except _Ambiguous:
+            sq = _sq_tile((sq.reshape(-1), None), plain_real.left(rs), plain_real.sq_norms[rs, None], plain_fake.right(cs), plain_fake.sq_norms[cs])
+            balls, inside, row_bound = decide(sq, plain_real, plain_fake, None)
+        for k, members in balls.items():
             if k in res.fake_in_real:
                 res.fake_in_real[k][cs] |= members.any_per_col()
                 res.fake_ball_count[k][cs] += members.count_per_col()
@@ -697,14 +943,16 @@ def cross_pass(
             if k in res.real_ball_min_value:
                 best = res.real_ball_min_value[k]
                 best[rs] = torch.minimum(best[rs], members.min_per_row(fake_values[cs]))
-        for k in recall_ks:
-            res.real_in_fake[k][rs] |= _Members(sq, fake_sq_radii[k][cs], col_tol, False, exact_fn).any_per_row()
-        if realism_k is not None:
+        for k, members in inside.items():
+            res.real_in_fake[k][rs] |= members.any_per_row()
+        if screened_realism is not None:  # (the screen's bound holds for recomputed tiles too)
+            screened_realism.update(rs, cs, sq, i0, exact_fn)
+        elif realism_k is not None:
             ratio = realism_num[rs, None] / sq
             # a pair whose GEMM value is within the rounding margin of 0 may be an exact copy
             # (ratio inf) that rounding made positive, or a distinct pair that rounding made 0:
             # its ratio is taken from the exact distance
-            r0, c0 = (sq <= row_tol.to(sq.dtype)[:, None]).nonzero(as_tuple=True)
+            r0, c0 = (sq <= row_bound.tau.to(sq.dtype)[:, None]).nonzero(as_tuple=True)
             if r0.numel():
                 num, dist = realism_num[rs][r0].to(torch.float64), exact_fn(r0, c0)
                 exact_ratio = torch.where((dist == 0) & (num >= 0), math.inf, num / dist)  # a copy: inf, even 0/0
@@ -717,12 +965,21 @@ def cross_pass(
 
     if shard is not None:
         _combine(res, shard)
-        if realism_k is not None:
+        if realism_k is not None and screened_realism is None:
             realism_max = shard.max(realism_max)
         for near in (near_fake, near_real):
             if near is not None:
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
-    if realism_k is not None:
+    if screened_realism is not None:
+        best, unsafe = screened_realism.finish(shard)
+        res.realism = best.clamp(min=0).sqrt()
+        if unsafe.numel():  # recomputed from compute-dtype tiles
+            again = cross_pass(
+                unscreened(real, block_bytes), unscreened(fake, block_bytes).subset(unsafe), real_sq_radii, {},
+                realism_k=realism_k, block_bytes=block_bytes, shard=shard,
+            )
+            res.realism[unsafe] = again.realism
+    elif realism_k is not None:
         res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
     # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
     # argmin; authenticity depends on which tied real sample is i*

@@ -1,0 +1,196 @@
+"""Rounding bounds of GEMM squared distances, and the bfloat16 screen of the k-NN tiles.
+
+Every decision of :mod:`._knn` (a k-th neighbour, ``d^2 <= r^2``, a nearest neighbour) is
+taken on a tile value ``v`` only when the whole interval ``[low(v), high(v)]`` that can hold
+the exact squared distance lies on one side of the threshold; other pairs are recomputed in
+float64. :class:`Bound` is that interval for the two ways tiles are computed:
+
+* **float32 GEMM** (``||a||^2 + ||b||^2 - 2 a.b`` on centred rows): ``[v - tau, v + tau]``
+  with ``tau = (2 sqrt(D + 1) + 8) eps (||a||^2 + ||b||^2)``, an empirical margin several times
+  the measured error (module docstring of :mod:`._knn`).
+* **bfloat16 screen** (where the CPU multiplies bfloat16 natively: about 4x the float32 GEMM
+  rate on AVX512-BF16 / AMX). Each centred row ``a`` is rounded to bfloat16, ``~a``, and
+  augmented so that one bfloat16 GEMM with float32 accumulation returns
+  ``-||~a - ~b||^2 / 2`` directly (row ``[~a, -h1, -h2, -h3, 1, 1, 1]`` times column
+  ``[~b, 1, 1, 1, -g1, -g2, -g3]``, where ``h1 + h2 + h3 = ||~a||^2 / 2`` in three bfloat16
+  parts). Three rigorous error terms bound the exact distance ``d = ||a - b||``:
+
+  - the output is rounded to bfloat16: relative error ``u' = u / (1 - u)``, ``u = 2^-8``;
+  - float32 accumulation (and the three-part norm split): ``tau``, the float32 margin
+    above, doubled, on the norms of the rounded rows;
+  - the rounding of the inputs: ``| ||~a - ~b|| - d | <= rho_a + rho_b`` (triangle
+    inequality), with ``rho = ||~a - a||`` measured per row in float64.
+
+  So ``d`` lies in ``[sqrt(max(0, v (1 - u') - tau)) - e, sqrt(v (1 + u') + tau) + e]`` with
+  ``e = rho_a + rho_b``. Copies stay at distance 0 (``~a = ~b``).
+
+The screen only chooses which pairs are recomputed: decisions and values are the float64
+ones either way (tests run both paths). It is used for float32 features on CPUs with native
+bfloat16 (see :func:`screen_available`); ``LIGHTNING_PRD_SCREEN=0`` turns it off,
+``=1`` forces it (slow without hardware support).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+#: Unit roundoff of bfloat16 (8 significant bits) and the relative error bound of a value
+#: recovered from its rounded form.
+_U = 2.0**-8
+SCREEN_REL = _U / (1 - _U)
+#: Columns added to each row (three norm parts, three ones), rounded up for aligned GEMM rows.
+_EXTRA = 6
+_ALIGN = 32
+#: Smallest normal float32: bfloat16 GEMM kernels flush smaller inputs and products to 0.
+_TINY = 2.0**-126
+
+
+def tol_factor(dtype: torch.dtype, dim: int) -> float:
+    """Relative rounding margin of a float GEMM squared distance with ``dim`` accumulated terms.
+
+    The dot product's rounding error grows like ``sqrt(D) * eps`` (random-walk accumulation;
+    blocked BLAS kernels do better), the norms and additions add a few ``eps``. Measured
+    on Gaussian and offset data the error stays below ``0.07 * sqrt(D + 1) * eps *
+    (||a||^2 + ||b||^2)`` at D = 2,048 and below ``1 * sqrt(D + 1) * eps * (...)`` at D = 8;
+    the margin is several times larger in both regimes.
+    """
+    return (2.0 * math.sqrt(dim + 1) + 8.0) * torch.finfo(dtype).eps
+
+
+@lru_cache(maxsize=None)
+def _cpu_has_native_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="ignore") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:
+        pass
+    return False
+
+
+def screen_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """True when tiles of ``dtype`` features on ``device`` are screened in bfloat16.
+
+    Float32 on a CPU with native bfloat16 (AVX512-BF16 or AMX); never float64, never CUDA
+    (cuBLAS may reduce bfloat16 products in reduced precision, which the bound does not
+    cover). ``LIGHTNING_PRD_SCREEN=0`` / ``=1`` overrides the detection.
+    """
+    if dtype != torch.float32 or device.type != "cpu":
+        return False
+    forced = os.environ.get("LIGHTNING_PRD_SCREEN", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return _cpu_has_native_bf16()
+
+
+@dataclass
+class Screened:
+    """The bfloat16 rows of a point set, as the left operand of the screen GEMM.
+
+    Attributes:
+        rows: ``[n, D']`` bfloat16 ``[~a, -h1, -h2, -h3, 1, 1, 1, 0...]``.
+        rho: ``[n]`` float64 ``||~a - a||`` (``a`` the exactly centred row).
+        sq_norms: ``[n]`` float64 ``||~a||^2``.
+    """
+
+    rows: Tensor
+    rho: Tensor
+    sq_norms: Tensor
+    dim: int
+
+    def __getitem__(self, index: Union[slice, Tensor]) -> "Screened":
+        return Screened(self.rows[index], self.rho[index], self.sq_norms[index], self.dim)
+
+    def right(self, index: Union[slice, Tensor]) -> Tensor:
+        """Rows ``index`` as the right operand: the three norm parts and the ones swapped."""
+        left = self.rows[index]
+        out = left.clone()
+        out[:, self.dim : self.dim + 3] = 1.0
+        out[:, self.dim + 3 : self.dim + 6] = left[:, self.dim : self.dim + 3]
+        return out
+
+
+def screen(original: Tensor, centre: Tensor, chunk: int = 8192) -> Screened:
+    """The bfloat16 screen rows of ``original - centre`` (see the module docstring).
+
+    ``rho`` bounds ``||~a - a||`` for the exactly centred ``a``: the residual of the bfloat16
+    rounding of the float32 centred row (exact in float32) plus the rounding of the float32
+    centring (at most ``u`` of each element), each widened for its float32 summation.
+    """
+    n, dim = original.shape
+    width = -(-(dim + _EXTRA) // _ALIGN) * _ALIGN
+    rows = torch.zeros((n, width), dtype=torch.bfloat16, device=original.device)
+    rho = torch.empty(n, dtype=torch.float64, device=original.device)
+    sq = torch.empty(n, dtype=torch.float64, device=original.device)
+    centre32 = centre.to(torch.float32)
+    u32 = 2.0**-24
+    widen = 1 + (dim + 2) * u32  # float32 sums of squares: relative error at most (D - 1) u, doubled
+    for s in range(0, n, chunk):
+        x = original[s : s + chunk].to(torch.float32) - centre32
+        low = x.to(torch.bfloat16)
+        low.masked_fill_(low.abs() < _TINY, 0.0)  # what the kernels see (they flush subnormals)
+        back = low.to(torch.float32)
+        x_norm = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
+        resid = torch.linalg.vector_norm(x.sub_(back), dim=1).to(torch.float64)  # exact residuals
+        rho[s : s + chunk] = (resid + u32 * x_norm) * widen**2 + 1e-37
+        half = back.square().sum(1, dtype=torch.float64) / 2  # products exact, summed in float64
+        sq[s : s + chunk] = 2 * half
+        rows[s : s + chunk, :dim] = low
+        for j in range(3):  # three bfloat16 parts carry ||~a||^2 / 2 to float32 accuracy
+            part = half.to(torch.float32).to(torch.bfloat16)
+            rows[s : s + chunk, dim + j] = -part
+            half = half - part.to(torch.float64)
+        rows[s : s + chunk, dim + 3 : dim + 6] = 1.0
+    return Screened(rows, rho, sq, dim)
+
+
+def screen_tile(out: Tensor, scratch: Tensor, left: Tensor, right: Tensor) -> Tensor:
+    """``||~a - ~b||^2`` (float32, clamped at 0) of screen rows ``left`` x ``right`` into ``out``."""
+    torch.mm(left, right.T, out=scratch)
+    return torch.mul(scratch, -2.0, out=out).clamp_(min=0.0)
+
+
+@dataclass
+class Bound:
+    """Interval ``[low(v), high(v)]`` holding the exact float64 squared distance of a pair whose
+    tile value is ``v`` (module docstring). ``e`` and ``tau`` broadcast against ``v``."""
+
+    rel: float
+    e: Optional[Tensor]
+    tau: Tensor
+
+    def col(self) -> "Bound":
+        """The same bound as a column (``[n, 1]``), to broadcast along tile rows."""
+        return Bound(self.rel, None if self.e is None else self.e[:, None], self.tau[:, None])
+
+    def low(self, v: Tensor) -> Tensor:
+        if self.e is None:
+            return v - self.tau
+        return ((v * (1 - self.rel) - self.tau).clamp(min=0).sqrt() - self.e).clamp(min=0).square()
+
+    def high(self, v: Tensor) -> Tensor:
+        if self.e is None:
+            return v + self.tau
+        return ((v * (1 + self.rel) + self.tau).sqrt() + self.e).square()
+
+    def sure_below(self, thr: Tensor) -> Tensor:
+        """Largest tile value whose exact distance is surely ``<= thr`` (``high(v) <= thr``)."""
+        if self.e is None:
+            return thr - self.tau
+        root = thr.sqrt() - self.e
+        return torch.where(root > 0, (root.square() - self.tau) / (1 + self.rel), -math.inf)
+
+    def maybe_below(self, thr: Tensor) -> Tensor:
+        """Largest tile value whose exact distance may be ``<= thr`` (``low(v) <= thr``)."""
+        if self.e is None:
+            return thr + self.tau
+        return ((thr.sqrt() + self.e).square() + self.tau) / (1 - self.rel)
