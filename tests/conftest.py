@@ -13,3 +13,11 @@ torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 @pytest.fixture
 def rng():
     return torch.Generator().manual_seed(1234)
+
+
+@pytest.fixture(params=["bf16-screen", "float32-tiles"])
+def both_tile_paths(request, monkeypatch):
+    """Run a test with the bfloat16 screen of the k-NN tiles forced on and off
+    (``LIGHTNING_PRD_SCREEN``; spawned DDP workers inherit it), whatever this CPU has."""
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1" if request.param == "bf16-screen" else "0")
+    return request.param

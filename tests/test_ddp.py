@@ -47,10 +47,13 @@ def _all_cases(rank, world):
     return {(split, reset): _rank_fn(rank, world, split, reset) for split in SPLITS for reset in (True, False)}
 
 
-@pytest.fixture(scope="module")
-def ddp_results():
-    """One 2-process run covers every case (process start-up dominates the cost)."""
-    return run_ddp(_all_cases)
+@pytest.fixture(scope="module", params=["1", "0"], ids=["bf16-screen", "float32-tiles"])
+def ddp_results(request):
+    """One 2-process run covers every case (process start-up dominates the cost), with the
+    bfloat16 screen of the tiles on and off (the single-process reference too)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LIGHTNING_PRD_SCREEN", request.param)
+        yield run_ddp(_all_cases)
 
 
 def _single():

@@ -11,6 +11,9 @@ from lightning_prd.functional._engine import knn_pass
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
+#: every test runs with the bfloat16 screen of the tiles on and off (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("both_tile_paths")
+
 
 def _point_set(x):
     return _knn.prepare(x, x.double().mean(0), torch.float32 if x.dtype != torch.float64 else torch.float64)

@@ -27,6 +27,9 @@ from lightning_prd.functional import (
 
 F32 = torch.float32
 
+#: every test runs with the bfloat16 screen of the tiles on and off (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("both_tile_paths")
+
 
 def _f32(value: float) -> float:
     """``value`` as the float32 that a float32 score holding it would have."""

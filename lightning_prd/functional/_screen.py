@@ -22,7 +22,8 @@ float64. :class:`Bound` is that interval for the two ways tiles are computed:
     inequality), with ``rho = ||~a - a||`` measured per row in float64.
 
   So ``d`` lies in ``[sqrt(max(0, v (1 - u') - tau)) - e, sqrt(v (1 + u') + tau) + e]`` with
-  ``e = rho_a + rho_b``. Copies stay at distance 0 (``~a = ~b``).
+  ``e = rho_a + rho_b``. A copy (``~a = ~b``) gets accumulation noise inside the interval of 0,
+  so its distance is always recomputed: exactly 0.
 
 The screen only chooses which pairs are recomputed: decisions and values are the float64
 ones either way (tests run both paths). It is used for float32 features on CPUs with native

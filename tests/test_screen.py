@@ -1,0 +1,208 @@
+"""The bfloat16 screen of the k-NN tiles (``lightning_prd/functional/_screen.py``).
+
+The screen only decides which pairs are recomputed, so every result must equal the float64
+oracle (``tests/oracle.py``) with the screen on and off. Tested here: the rounding interval
+holds every exact distance (Gaussian, offset, clustered, integer, wide-range, subnormal data),
+the float32-from-differences interval does, the results equal the oracle on data where balls
+end in the bulk of the cross distances (many ambiguous pairs), and the two fallbacks (a cross
+tile recomputed in float32, realism recomputed for unsafe samples) run and stay exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import oracle
+import pytest
+import torch
+
+from lightning_prd.functional import _knn
+from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional._screen import screen_available
+
+
+def _datasets():
+    g = torch.Generator().manual_seed(7)
+    gauss = torch.randn(300, 64, generator=g)
+    clusters = (torch.randint(0, 4, (300, 1), generator=g) * 50.0) + 0.01 * torch.randn(300, 48, generator=g)
+    return {
+        "gaussian": gauss,
+        "offset": gauss * 0.1 + 1e3,
+        "clusters": clusters,
+        "integers": torch.randint(-3, 4, (300, 16), generator=g).float(),
+        "wide-range": gauss * torch.logspace(-3, 3, 64)[None, :],
+        "subnormal": gauss * 1e-39,
+        "one-dim": torch.randn(300, 1, generator=g),
+    }
+
+
+DATA = _datasets()
+
+
+@pytest.fixture
+def screen_on(monkeypatch):
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+def test_screen_interval_holds_every_exact_distance(name, screen_on):
+    x = DATA[name]
+    a, b = x[:150], x[150:]
+    centre = a.double().mean(0)
+    pa, pb = _knn.prepare(a, centre, torch.float32), _knn.prepare(b, centre, torch.float32)
+    assert pa.screened is not None
+    buf = _knn._buffer(len(a) * len(b), pa)
+    tile = _knn._sq_tile(buf, pa.left(slice(None)), pa.sq_norms[:, None], pb.right(slice(None)), pb.sq_norms).clone()
+    exact = torch.from_numpy(oracle.dist(a.numpy(), b.numpy()) ** 2)
+    bound = _knn._bound(pa, pb, slice(None)).col()
+    v = tile.double()
+    assert bool((bound.low(v) <= exact).all())
+    assert bool((exact <= bound.high(v)).all())
+    # the thresholds used for decisions are the inverses of the interval
+    thr = exact[:, :1].clone()
+    sure = v <= bound.sure_below(thr)
+    maybe = v <= bound.maybe_below(thr)
+    assert bool((exact[sure] <= thr.expand_as(exact)[sure]).all())
+    assert bool((exact[~maybe] > thr.expand_as(exact)[~maybe]).all())
+
+
+def test_copies_always_reach_the_exact_recomputation(screen_on):
+    # ~a = ~b for a copy: its screen value is float32 accumulation noise, inside the
+    # interval of 0, so a ball of radius 0 always sends it to float64
+    x = DATA["offset"][:50]
+    p = _knn.prepare(x, x.double().mean(0), torch.float32)
+    buf = _knn._buffer(50 * 50, p)
+    tile = _knn._sq_tile(buf, p.left(slice(None)), p.sq_norms[:, None], p.right(slice(None)), p.sq_norms)
+    bound = _knn._bound(p, p, slice(None))
+    assert bool((tile.diagonal().double() <= bound.maybe_below(torch.zeros(50, dtype=torch.float64))).all())
+    assert bool((bound.low(tile.diagonal().double()) == 0).all())
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+def test_difference_interval_holds_every_exact_distance(name):
+    x = DATA[name]
+    idx = torch.randperm(300, generator=torch.Generator().manual_seed(1))[:40].repeat(300, 1)
+    direct = _knn._direct_sq(x, x, idx)
+    lo, hi = _knn._direct_interval(direct, x.shape[1])
+    exact = torch.from_numpy(oracle.dist(x.numpy(), x.numpy()) ** 2).gather(1, idx)
+    assert bool((lo <= exact).all()) and bool((exact <= hi).all())
+
+
+def _nearest_oracle(a: np.ndarray, b: np.ndarray):
+    d = oracle.dist(a, b)
+    i = d.argmin(1)  # lowest index on ties
+    return i, d[np.arange(len(a)), i] ** 2
+
+
+def _all_scores(real, fake):
+    return knn_pass(real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest=True)
+
+
+def _check_against_oracle(real: torch.Tensor, fake: torch.Tensor) -> None:
+    res = _all_scores(real, fake)
+    r, f = real.numpy(), fake.numpy()
+    for k in (3, 5):
+        d = oracle.dist(f, r)
+        inside = d <= oracle.kth_radius(r, k)[None, :]
+        assert torch.equal(res.cross.fake_in_real[k], torch.from_numpy(inside.any(1)))
+        assert torch.equal(res.cross.fake_ball_count[k], torch.from_numpy(inside.sum(1)))
+        assert torch.equal(res.cross.real_ball_hit[k], torch.from_numpy(inside.any(0)))
+        np.testing.assert_allclose(res.real.sq_radii[k].numpy(), oracle.kth_radius(r, k) ** 2, rtol=1e-12)
+    in_fake = (oracle.dist(r, f) <= oracle.kth_radius(f, 3)[None, :]).any(1)
+    assert torch.equal(res.cross.real_in_fake[3], torch.from_numpy(in_fake))
+    np.testing.assert_allclose(res.fake_sq_radii[3].numpy(), oracle.kth_radius(f, 3) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(r, f, 3), rtol=1e-5)
+    i, d2 = _nearest_oracle(f, r)
+    assert torch.equal(res.cross.fake_nn_index, torch.from_numpy(i))
+    np.testing.assert_allclose(res.cross.fake_nn_sq_dist.numpy(), d2, rtol=1e-12)
+    i, d2 = _nearest_oracle(r, f)
+    assert torch.equal(res.cross.real_nn_index, torch.from_numpy(i))
+
+
+def _bulk_pair(n=400, dim=256, seed=3):
+    """A wider generated set in high dimension: its balls end in the bulk of the cross
+    distances, so a screen's rounding interval holds many pairs (recall near 1)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, dim, generator=g), 1.1 * torch.randn(n, dim, generator=g) + 0.1
+
+
+@pytest.mark.parametrize("mode", ["0", "1"])
+@pytest.mark.parametrize("name", ["bulk", "gaussian", "clusters", "integers", "offset"])
+def test_scores_equal_the_oracle_with_and_without_the_screen(name, mode, monkeypatch):
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", mode)
+    if name == "bulk":
+        real, fake = _bulk_pair()
+    else:
+        x = DATA[name]
+        real, fake = x[:150], x[150:]
+    _check_against_oracle(real, fake)
+
+
+def _spy_tiles(monkeypatch):
+    dtypes = []
+    original = _knn._sq_tile
+
+    def spy(buf, a_blk, *args):
+        dtypes.append(a_blk.dtype)
+        return original(buf, a_blk, *args)
+
+    monkeypatch.setattr(_knn, "_sq_tile", spy)
+    return dtypes
+
+
+def test_ambiguous_cross_tiles_are_recomputed_in_float32_and_stay_exact(screen_on, monkeypatch):
+    real, fake = _bulk_pair(300, 128)
+    monkeypatch.setattr(_knn, "_AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
+    dtypes = _spy_tiles(monkeypatch)
+    _check_against_oracle(real, fake)
+    assert torch.bfloat16 in dtypes and torch.float32 in dtypes
+
+
+def test_realism_of_unsafe_samples_is_recomputed_and_stays_exact(screen_on, monkeypatch):
+    real, fake = _bulk_pair(300, 128)
+    monkeypatch.setattr(_knn, "_SCREEN_SLACK", 1)  # lists of 2: the bound rarely proves the maximum
+    unsafe = []
+    finish = _knn._ScreenedRealism.finish
+
+    def spy(self, shard):
+        best, bad = finish(self, shard)
+        unsafe.append(int(bad.numel()))
+        return best, bad
+
+    monkeypatch.setattr(_knn._ScreenedRealism, "finish", spy)
+    res = knn_pass(real, fake, realism_k=3)
+    assert unsafe and unsafe[0] > 0
+    np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-5)
+
+
+def test_screened_realism_is_float64_exact(screen_on):
+    real, fake = _bulk_pair(300, 128)
+    res = knn_pass(real, fake, realism_k=3)
+    np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-12)
+
+
+def test_realism_of_copies_is_inf_under_the_screen(screen_on):
+    real = DATA["offset"][:100]
+    fake = torch.cat([real[:5], DATA["offset"][100:150]])
+    res = knn_pass(real, fake, realism_k=3)
+    expected = oracle.realism(real.numpy(), fake.numpy(), 3)
+    assert bool(torch.isinf(res.cross.realism[:5]).all()) == bool(np.isinf(expected[:5]).all())
+    np.testing.assert_allclose(res.cross.realism[5:].numpy(), expected[5:], rtol=1e-12)
+
+
+def test_screen_availability_rules(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")
+    assert screen_available(cpu, torch.float32)
+    assert not screen_available(cpu, torch.float64)  # float64 asks for float64 tiles
+    assert not screen_available(cuda, torch.float32)  # reduced-precision reductions on GPUs
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "0")
+    assert not screen_available(cpu, torch.float32)
+
+
+def test_float64_features_are_never_screened(screen_on):
+    x = DATA["gaussian"].double()
+    p = _knn.prepare(x, x.mean(0), torch.float64)
+    assert p.screened is None and p.slack == _knn._SLACK
+    assert not math.isnan(float(p.sq_norms.sum()))
