@@ -6,6 +6,9 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 * ``ours``   - every k-NN score of the package from one shared pass (precision, recall,
   density, coverage, realism, nearest neighbours for authenticity, the beta-recall minimum);
 * ``ours_cached`` - the same with the real side cached (the callback's steady state);
+* ``f32 tiles`` - ``ours`` with the bfloat16 screen off (``LIGHTNING_PRD_SCREEN=0``): every
+  tile a float32 GEMM, as on CPUs without native bfloat16 (the screen is on by default where
+  the CPU has AVX512-BF16 or AMX; the header line says which);
 * ``prdc``   - ``prdc.compute_prdc`` (4 scores, full matrices, float32 sklearn distances);
 * ``cdist``  - torch-fidelity-style full ``torch.cdist`` matrices + ``kthvalue`` (P/R/D/C),
   only where the matrices fit in memory.
@@ -23,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
 from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional._screen import screen_available
 from lightning_prd.functional.alpha_beta import fake_centre_distance
 
 
@@ -91,6 +96,15 @@ def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[fl
     holder = {}
     rows["ours"] = measure(lambda: holder.setdefault("res", ours(real, fake)))
     rows["ours_cached"] = measure(lambda: ours(real, fake, cache=holder["res"].real))
+    saved = os.environ.get("LIGHTNING_PRD_SCREEN")
+    os.environ["LIGHTNING_PRD_SCREEN"] = "0"
+    try:
+        rows["f32"] = measure(lambda: ours(real, fake))
+    finally:
+        if saved is None:
+            del os.environ["LIGHTNING_PRD_SCREEN"]
+        else:
+            os.environ["LIGHTNING_PRD_SCREEN"] = saved
     if "prdc" not in skip:
         try:
             import prdc
@@ -110,9 +124,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--sizes", nargs="+", default=["2000x256", "5000x1024", "10000x2048"], help="NxD, N = M")
     ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist"])
     args = ap.parse_args(argv)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32\n")
-    print("| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    screen = screen_available(torch.device("cpu"), torch.float32)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, bfloat16 screen {'on' if screen else 'off'}\n")
+    print("| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | f32 tiles s | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         r = run(n, dim, args.skip)
@@ -120,7 +135,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         ratio = lambda a, b: f"{r[a][0] / r[b][0]:.2f}x" if a in r and b in r else "-"
         print(
             f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
-            f"{ratio('ours_cached', 'ours')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | {fmt('cdist')} | "
+            f"{ratio('ours_cached', 'ours')} | {fmt('f32')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | {fmt('cdist')} | "
             f"{fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |",
             flush=True,
         )

@@ -197,8 +197,12 @@ def test_screen_availability_rules(monkeypatch):
     assert screen_available(cpu, torch.float32)
     assert not screen_available(cpu, torch.float64)  # float64 asks for float64 tiles
     assert not screen_available(cuda, torch.float32)  # reduced-precision reductions on GPUs
+    assert screen_available(cpu, torch.float32, 10, 3)  # forced: whatever the size
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "0")
-    assert not screen_available(cpu, torch.float32)
+    assert not screen_available(cpu, torch.float32, 10**5, 4096)
+    monkeypatch.delenv("LIGHTNING_PRD_SCREEN")
+    assert not screen_available(cpu, torch.float32, 4000, 4096)  # too few rows to gain
+    assert not screen_available(cpu, torch.float32, 10000, 512)  # too little work per row
 
 
 def test_float64_features_are_never_screened(screen_on):

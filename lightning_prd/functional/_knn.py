@@ -158,7 +158,7 @@ def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 819
     (:func:`._screen.screen_available`)."""
     centre = centre.to(device=points.device, dtype=dtype)
     sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
-    screened = screen(points, centre) if screen_available(points.device, dtype) else None
+    screened = screen(points, centre) if screen_available(points.device, dtype, *points.shape) else None
     out = with_centred(PointSet(points, centre, sq, screened=screened), cache_bytes)
     for s0 in range(0, points.shape[0], chunk):
         sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)
@@ -879,6 +879,8 @@ def cross_pass(
             in ``value_ks``) is wanted.
         shard: compute only this process's tiles and combine the accumulators across the group.
     """
+    if (real.screened is None) != (fake.screened is None):  # one set too small to be screened
+        real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
     # a screened tile with too many ambiguous pairs is recomputed from the float rows
     plain_real, plain_fake = replace(real, screened=None), replace(fake, screened=None)
