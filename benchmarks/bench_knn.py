@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._screen import screen_available
+from lightning_prd.functional._screen import SCREEN_MIN_ELEMENTS, SCREEN_MIN_ROWS, screen_available
 from lightning_prd.functional.alpha_beta import fake_centre_distance
 
 
@@ -124,8 +124,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--sizes", nargs="+", default=["2000x256", "5000x1024", "10000x2048"], help="NxD, N = M")
     ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist"])
     args = ap.parse_args(argv)
-    screen = screen_available(torch.device("cpu"), torch.float32)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, bfloat16 screen {'on' if screen else 'off'}\n")
+    big = screen_available(torch.device("cpu"), torch.float32, SCREEN_MIN_ROWS, SCREEN_MIN_ELEMENTS)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32; bfloat16 screen "
+        + (f"on for sets of >= {SCREEN_MIN_ROWS:,} rows and >= {SCREEN_MIN_ELEMENTS:.0e} elements\n" if big else "off\n")
+    )
     print("| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | f32 tiles s | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
