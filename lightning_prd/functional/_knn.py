@@ -518,16 +518,24 @@ def _refine_screened(
     """
     n, t = approx.shape
     rows_all = torch.arange(n, device=approx.device)
-    direct = torch.where(torch.isinf(approx), math.inf, _direct_sq(a.original, b.original, idx))
+    # only the candidates whose interval reaches below the largest k-th candidate's can be
+    # among the k nearest: a prefix of each sorted list, recomputed up to the width most
+    # rows need (rows needing more are refined by _refine_rows)
+    screen_low = _bound(a, b, slice(None)).col().low(approx.to(torch.float64))
+    reach = _bound(a, b, slice(None)).high(approx[:, max(ks) - 1].to(torch.float64))
+    needed = (screen_low <= reach[:, None]).sum(1)
+    width = min(t, max(max(ks) + 1, int(torch.quantile(needed.to(torch.float64), 0.99).ceil())))
+    direct = torch.where(torch.isinf(approx[:, :width]), math.inf, _direct_sq(a.original, b.original, idx[:, :width]))
     direct, order = torch.sort(direct, dim=1, stable=True)
-    cand = torch.gather(idx, 1, order)
+    cand = torch.gather(idx[:, :width], 1, order)
     lo, hi = _direct_interval(direct, a.dim)
-    floor = _bound(a, b, slice(None)).low(approx[:, -1].to(torch.float64)) if truncated else None
-    uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
+    # every candidate left out (listed beyond the width, or not listed) is at least this far
+    floor = screen_low[:, width] if width < t else screen_low[:, -1] if truncated else None
+    uncertain = needed > width
     for k in ks:
         if k >= 2:
             uncertain |= lo[:, k - 1] <= hi[:, k - 2]
-        if k < t:
+        if k < width:
             uncertain |= lo[:, k] <= hi[:, k - 1]
         if floor is not None:
             uncertain |= floor <= hi[:, k - 1]
