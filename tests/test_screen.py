@@ -45,16 +45,21 @@ def screen_on(monkeypatch):
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")
 
 
+@pytest.mark.parametrize("offset", ["none", "median", "large"])
 @pytest.mark.parametrize("name", sorted(DATA))
-def test_screen_interval_holds_every_exact_distance(name, screen_on):
+def test_screen_interval_holds_every_exact_distance(name, offset, screen_on):
     x = DATA[name]
     a, b = x[:150], x[150:]
     centre = a.double().mean(0)
     pa, pb = _knn.prepare(a, centre, torch.float32), _knn.prepare(b, centre, torch.float32)
     assert pa.screened is not None
-    buf = _knn._buffer(len(a) * len(b), pa)
-    tile = _knn._sq_tile(buf, pa.left(slice(None)), pa.sq_norms[:, None], pb.right(slice(None)), pb.sq_norms).clone()
     exact = torch.from_numpy(oracle.dist(a.numpy(), b.numpy()) ** 2)
+    c = {"none": 0.0, "median": float(exact.median()), "large": 10 * float(exact.max())}[offset]
+    _knn._set_offset(c, pa, pb)
+    buf = _knn._buffer(len(a) * len(b), pa)
+    tile = _knn._sq_tile(
+        buf, pa.left(slice(None)), pa.sq_norms[:, None], pb.right(slice(None)), pb.sq_norms, _knn._offset(pa, pb)
+    ).clone()
     bound = _knn._bound(pa, pb, slice(None)).col()
     v = tile.double()
     assert bool((bound.low(v) <= exact).all())
@@ -161,7 +166,7 @@ def test_ambiguous_cross_tiles_are_recomputed_in_float32_and_stay_exact(screen_o
 
 def test_realism_of_unsafe_samples_is_recomputed_and_stays_exact(screen_on, monkeypatch):
     real, fake = _bulk_pair(300, 128)
-    monkeypatch.setattr(_knn, "_SCREEN_SLACK", 1)  # lists of 2: the bound rarely proves the maximum
+    monkeypatch.setattr(_knn, "_SCREEN_REALISM_LIST", 2)  # the bound rarely proves the maximum
     unsafe = []
     finish = _knn._ScreenedRealism.finish
 

@@ -61,9 +61,12 @@ DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Extra candidates kept beyond k in running top-k lists, so that float64 refinement can
 #: reorder near-ties without a second pass.
 _SLACK = 4
-#: The same with the bfloat16 screen, whose rounding interval holds about ten neighbours of
-#: a 2,048-dimensional Gaussian sample at the k-th neighbour's distance.
-_SCREEN_SLACK = 32
+#: The same with the bfloat16 screen, whose rounding interval (with the pass's offset near
+#: the k-th distances) holds about 17 neighbours of a 2,048-dimensional Gaussian sample.
+_SCREEN_SLACK = 16
+#: Length of the screened realism lists: ratios spread less than distances, so the largest
+#: ones need a longer list to be proven (33: no sample recomputed at 10,000 x 2,048; 17: 57).
+_SCREEN_REALISM_LIST = 33
 #: Minimum number of row blocks of a self pass (tiles on and above the diagonal only).
 _SELF_BLOCKS = 8
 #: Number of temporaries of tile size alive at once (distance tile, masks, ratios).
@@ -199,9 +202,40 @@ def _bound(a: PointSet, b: PointSet, rows, cols=slice(None)) -> Bound:
         sq_a, sq_b = a.sq_norms[rows].to(torch.float64), b.sq_norms[cols].to(torch.float64)
         return Bound(0.0, None, tol_factor(a.dtype, a.dim) * (sq_a + sq_b.max()))
     sa, sb = a.screened, b.screened
+    offset = _offset(a, b)
     tol = 2 * tol_factor(torch.float32, sa.rows.shape[1])
-    tau = tol * (sa.sq_norms[rows] + sb.sq_norms[cols].max()) + 1e-30
-    return Bound(SCREEN_REL, sa.rho[rows] + sb.rho[cols].max(), tau)
+    tau = tol * (sa.sq_norms[rows] + sb.sq_norms[cols].max() + abs(offset)) + 1e-30
+    return Bound(SCREEN_REL, sa.rho[rows] + sb.rho[cols].max(), tau, offset)
+
+
+def _offset(a: PointSet, b: PointSet) -> float:
+    """The offset of screen tiles of ``a x b``: each side's norm parts carry a quarter of its own."""
+    return (a.screened.offset + b.screened.offset) / 2 if a.screened is not None else 0.0
+
+
+#: Rows sampled to estimate a pass's offset (:func:`_estimate_offset`).
+_OFFSET_SAMPLE = 256
+
+
+def _estimate_offset(a: PointSet, b: PointSet, k: int, exclude_self: bool) -> float:
+    """Median, over up to 256 evenly spaced rows of ``a``, of the squared distance to their
+    ``k``-th nearest row of ``b`` (float32 GEMM, itself a row when ``exclude_self``): the scale
+    of the pass's decisions, used as the screen's offset (tightness only, not correctness)."""
+    rows = torch.linspace(0, len(a) - 1, min(len(a), _OFFSET_SAMPLE), device=a.original.device).round().long()
+    a_blk, a_sq = a.block(rows), a.sq_norms[rows, None]
+    k = min(k + int(exclude_self), len(b))
+    best = torch.full((len(rows), 0), math.inf, dtype=a.dtype, device=a_blk.device)
+    for j0 in range(0, len(b), 8192):
+        cols = slice(j0, j0 + 8192)
+        sq = torch.addmm(a_sq + b.sq_norms[None, cols], a_blk, b.block(cols).T, alpha=-2.0)
+        best = torch.cat([best, sq], 1).topk(min(k, best.shape[1] + sq.shape[1]), dim=1, largest=False).values
+    return float(best[:, -1].clamp(min=0).median())
+
+
+def _set_offset(offset: float, *sets: PointSet) -> None:
+    for p in sets:
+        if p.screened is not None:
+            p.screened.set_offset(offset)
 
 
 def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tuple[int, int]:
@@ -220,14 +254,16 @@ def _buffer(elements: int, points: PointSet) -> Tuple[Tensor, Optional[Tensor]]:
     return torch.empty(elements, dtype=points.dtype, device=dev), low
 
 
-def _sq_tile(buf: Tuple[Tensor, Optional[Tensor]], a_blk: Tensor, a_sq: Tensor, b_blk: Tensor, b_sq: Tensor) -> Tensor:
+def _sq_tile(
+    buf: Tuple[Tensor, Optional[Tensor]], a_blk: Tensor, a_sq: Tensor, b_blk: Tensor, b_sq: Tensor, offset: float = 0.0
+) -> Tensor:
     """``||a||^2 + ||b||^2 - 2 a.b`` clamped at 0, written into (a view of) the reused ``buf``:
     one allocation per pass instead of one per tile. The tile is valid until the next call.
     Screen rows (bfloat16) carry their norms: one bfloat16 GEMM gives the tile (:mod:`._screen`)."""
     shape = (a_blk.shape[0], b_blk.shape[0])
     out = buf[0][: shape[0] * shape[1]].view(shape)
     if a_blk.dtype == torch.bfloat16:
-        screen_tile(out, buf[1][: shape[0] * shape[1]].view(shape), a_blk, b_blk)
+        screen_tile(out, buf[1][: shape[0] * shape[1]].view(shape), a_blk, b_blk, offset)
     else:
         torch.add(a_sq, b_sq[None, :], out=out)
         out.addmm_(a_blk, b_blk.T, alpha=-2.0).clamp_(min=0.0)
@@ -252,7 +288,7 @@ def tiles(a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = N
             if shard is not None and not shard.owns(number):
                 continue
             b_blk = b_blocks[0] if b_blocks is not None else b.right(slice(j0, j0 + cols))
-            yield i0, j0, _sq_tile(buf, a_blk, a_sq, b_blk, b.sq_norms[j0 : j0 + cols])
+            yield i0, j0, _sq_tile(buf, a_blk, a_sq, b_blk, b.sq_norms[j0 : j0 + cols], _offset(a, b))
 
 
 def exact_sq_dist(a: Tensor, b: Tensor) -> Tensor:
@@ -527,27 +563,21 @@ def _refine_screened(
     n, t = approx.shape
     rows_all = torch.arange(n, device=approx.device)
     # only the candidates whose interval reaches below the largest k-th candidate's can be
-    # among the k nearest: a prefix of each sorted list, recomputed up to the width most
-    # rows need (rows needing more are refined by _refine_rows)
-    screen_low = _bound(a, b, slice(None)).col().low(approx.to(torch.float64))
-    reach = _bound(a, b, slice(None)).high(approx[:, max(ks) - 1].to(torch.float64))
-    needed = (screen_low <= reach[:, None]).sum(1)
-    width = min(t, max(max(ks) + 1, int(torch.quantile(needed.to(torch.float64), 0.99).ceil())))
-    direct = torch.where(torch.isinf(approx[:, :width]), math.inf, _direct_sq(a.original, b.original, idx[:, :width]))
-    direct, order = torch.sort(direct, dim=1, stable=True)
-    cand = torch.gather(idx[:, :width], 1, order)
-    lo, hi = _direct_interval(direct, a.dim)
-    # every candidate left out (listed beyond the width, or not listed) is at least this far
-    floor = screen_low[:, width] if width < t else screen_low[:, -1] if truncated else None
-    uncertain = needed > width
-    for k in ks:
-        if k >= 2:
-            uncertain |= lo[:, k - 1] <= hi[:, k - 2]
-        if k < width:
-            uncertain |= lo[:, k] <= hi[:, k - 1]
-        if floor is not None:
-            uncertain |= floor <= hi[:, k - 1]
-    cols = cand[:, [k - 1 for k in ks]]
+    # among the k nearest: a prefix of each sorted list. Most rows need a short prefix (the
+    # screen's interval is narrow near its offset), a few the whole list: two widths
+    bound = _bound(a, b, slice(None))
+    screen_low = bound.col().low(approx.to(torch.float64))
+    needed = (screen_low <= bound.high(approx[:, max(ks) - 1].to(torch.float64))[:, None]).sum(1)
+    short = min(t, max(max(ks) + 1, int(torch.quantile(needed.to(torch.float64), 0.8).ceil())))
+    cand = torch.empty((n, len(ks)), dtype=torch.long, device=approx.device)
+    uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
+    for sel, width in ((needed <= short, short), (needed > short, t)):
+        rows = sel.nonzero(as_tuple=True)[0]
+        if rows.numel():
+            cand[rows], uncertain[rows] = _settle_prefix(
+                a, b, rows, approx[rows, :width], idx[rows, :width], screen_low[rows], ks, truncated
+            )
+    cols = cand
     rows_rep = rows_all[:, None].expand_as(cols)
     exact = _exact_pairs(a.original, b.original, rows_rep.reshape(-1), cols.reshape(-1)).view(cols.shape)
     out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
@@ -559,6 +589,32 @@ def _refine_screened(
         for k in ks:
             out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
     return out
+
+
+def _settle_prefix(
+    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, screen_low: Tensor, ks: Sequence[int],
+    truncated: bool,
+) -> Tuple[Tensor, Tensor]:
+    """The k-th candidates of ``a[rows]`` from the first ``width`` entries of their sorted screen
+    lists (``approx``/``idx``), recomputed in float32 from differences, and the rows where that
+    does not settle them: two candidates' intervals overlap at the k-th place, or a candidate
+    left out (beyond the width: at least ``screen_low[:, width]`` far; not listed: at least the
+    last listed value's) may be nearer."""
+    width, t = approx.shape[1], screen_low.shape[1]
+    direct = torch.where(torch.isinf(approx), math.inf, _direct_sq(a.original[rows], b.original, idx))
+    direct, order = torch.sort(direct, dim=1, stable=True)
+    cand = torch.gather(idx, 1, order)
+    lo, hi = _direct_interval(direct, a.dim)
+    floor = screen_low[:, width] if width < t else screen_low[:, -1] if truncated else None
+    uncertain = torch.zeros(len(rows), dtype=torch.bool, device=rows.device)
+    for k in ks:
+        if k >= 2:
+            uncertain |= lo[:, k - 1] <= hi[:, k - 2]
+        if k < width:
+            uncertain |= lo[:, k] <= hi[:, k - 1]
+        if floor is not None:
+            uncertain |= floor <= hi[:, k - 1]
+    return cand[:, [k - 1 for k in ks]], uncertain
 
 
 def _tile_topk(sq: Tensor, t: int, dim: int) -> Tuple[Tensor, Tensor]:
@@ -618,6 +674,8 @@ def self_knn(
     """
     ks = sorted(set(int(k) for k in ks))
     n = len(points)
+    if points.screened is not None:
+        _set_offset(_estimate_offset(points, points, ks[-1], True), points)
     t = min(ks[-1] + points.slack, n - 1)
     dev, cdt = points.original.device, points.dtype
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
@@ -641,7 +699,7 @@ def self_knn(
             a_blk = points.left(rows) if a_blk is None else a_blk
             cols = slice(j0, min(j0 + side, n))
             b_blk = points.right(cols) if points.screened is not None or j0 != i0 else a_blk
-            sq = _sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols])
+            sq = _sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols], _offset(points, points))
             if j0 == i0:
                 sq.fill_diagonal_(math.inf)
             _merge_tile(vals, idx, rows, sq, 1, j0, t)
@@ -902,6 +960,10 @@ def cross_pass(
     if (real.screened is None) != (fake.screened is None):  # one set too small to be screened
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
+    if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
+        radii = [real_sq_radii[k] for k in sorted(set(member_ks) | set(value_ks) | {realism_k} - {None})]
+        offset = float(radii[-1].median()) if radii else _estimate_offset(fake, real, 1, False)
+        _set_offset(offset, real, fake)
     # a screened tile with too many ambiguous pairs is recomputed from the float rows
     plain_real, plain_fake = replace(real, screened=None), replace(fake, screened=None)
     n, m = len(real), len(fake)
@@ -924,7 +986,7 @@ def cross_pass(
         realism_num = torch.where(keep, r_sq, -1.0).to(cdt)
         realism_max = torch.full((m,), -math.inf, dtype=cdt, device=dev)
     screened_realism = (
-        _ScreenedRealism(real, fake, torch.where(keep, r_sq, -1.0), min(1 + real.slack, n))
+        _ScreenedRealism(real, fake, torch.where(keep, r_sq, -1.0), min(_SCREEN_REALISM_LIST, n))
         if screened and realism_k is not None
         else None
     )

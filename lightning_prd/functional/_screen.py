@@ -108,18 +108,32 @@ class Screened:
     """The bfloat16 rows of a point set, as the left operand of the screen GEMM.
 
     Attributes:
-        rows: ``[n, D']`` bfloat16 ``[~a, -h1, -h2, -h3, 1, 1, 1, 0...]``.
+        rows: ``[n, D']`` bfloat16 ``[~a, -h1, -h2, -h3, 1, 1, 1, 0...]`` with
+            ``h1 + h2 + h3 = ||~a||^2 / 2 - offset / 4``.
         rho: ``[n]`` float64 ``||~a - a||`` (``a`` the exactly centred row).
         sq_norms: ``[n]`` float64 ``||~a||^2``.
+        offset: a squared distance ``c`` near the pass's decisions: tiles of two sets with the
+            same offset come out of the GEMM as ``c - ||~a - ~b||^2`` halved, so the output's
+            rounding is relative to ``|d^2 - c|`` (small near the decisions) instead of ``d^2``.
     """
 
     rows: Tensor
     rho: Tensor
     sq_norms: Tensor
     dim: int
+    offset: float = 0.0
 
     def __getitem__(self, index: Union[slice, Tensor]) -> "Screened":
-        return Screened(self.rows[index], self.rho[index], self.sq_norms[index], self.dim)
+        return Screened(self.rows[index], self.rho[index], self.sq_norms[index], self.dim, self.offset)
+
+    def set_offset(self, offset: float) -> None:
+        """Write the norm parts for ``offset`` (in place: a pass sets it before its tiles)."""
+        half = self.sq_norms / 2 - offset / 4
+        for j in range(3):  # three bfloat16 parts carry it to float32 accuracy
+            part = half.to(torch.float32).to(torch.bfloat16)
+            self.rows[:, self.dim + j] = -part
+            half = half - part.to(torch.float64)
+        self.offset = float(offset)
 
     def right(self, index: Union[slice, Tensor]) -> Tensor:
         """Rows ``index`` as the right operand: the three norm parts and the ones swapped."""
@@ -153,55 +167,73 @@ def screen(original: Tensor, centre: Tensor, chunk: int = 8192) -> Screened:
         x_norm = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
         resid = torch.linalg.vector_norm(x.sub_(back), dim=1).to(torch.float64)  # exact residuals
         rho[s : s + chunk] = (resid + u32 * x_norm) * widen**2 + 1e-37
-        half = back.square().sum(1, dtype=torch.float64) / 2  # products exact, summed in float64
-        sq[s : s + chunk] = 2 * half
+        sq[s : s + chunk] = back.square().sum(1, dtype=torch.float64)  # products exact, summed in float64
         rows[s : s + chunk, :dim] = low
-        for j in range(3):  # three bfloat16 parts carry ||~a||^2 / 2 to float32 accuracy
-            part = half.to(torch.float32).to(torch.bfloat16)
-            rows[s : s + chunk, dim + j] = -part
-            half = half - part.to(torch.float64)
         rows[s : s + chunk, dim + 3 : dim + 6] = 1.0
-    return Screened(rows, rho, sq, dim)
+    out = Screened(rows, rho, sq, dim)
+    out.set_offset(0.0)
+    return out
 
 
-def screen_tile(out: Tensor, scratch: Tensor, left: Tensor, right: Tensor) -> Tensor:
-    """``||~a - ~b||^2`` (float32, clamped at 0) of screen rows ``left`` x ``right`` into ``out``."""
+def screen_tile(out: Tensor, scratch: Tensor, left: Tensor, right: Tensor, offset: float = 0.0) -> Tensor:
+    """``||~a - ~b||^2`` (float32, clamped at 0) of screen rows ``left`` x ``right`` into ``out``
+    (both written for ``offset``: the GEMM gives ``(offset - d^2) / 2``)."""
     torch.mm(left, right.T, out=scratch)
-    return torch.mul(scratch, -2.0, out=out).clamp_(min=0.0)
+    if offset == 0:
+        return torch.mul(scratch, -2.0, out=out).clamp_(min=0.0)
+    base = torch.full((1, out.shape[1]), offset, dtype=out.dtype, device=out.device)  # float32 arithmetic
+    return torch.add(base, scratch, alpha=-2.0, out=out).clamp_(min=0.0)
 
 
 @dataclass
 class Bound:
     """Interval ``[low(v), high(v)]`` holding the exact float64 squared distance of a pair whose
-    tile value is ``v`` (module docstring). ``e`` and ``tau`` broadcast against ``v``."""
+    tile value is ``v`` (module docstring). ``e`` and ``tau`` broadcast against ``v``.
+
+    With the screen, ``v`` carries a relative error ``rel`` of ``|v - offset|`` (the bfloat16
+    output) and ``2^-23`` of ``v`` (the float32 sum that adds the offset back), then ``tau``;
+    ``e`` bounds the inputs' rounding in distance units.
+    """
 
     rel: float
     e: Optional[Tensor]
     tau: Tensor
+    offset: float = 0.0
+
+    #: relative rounding of the float32 addition of the offset (two units in the last place)
+    _ADD = 2.0**-23
 
     def col(self) -> "Bound":
         """The same bound as a column (``[n, 1]``), to broadcast along tile rows."""
-        return Bound(self.rel, None if self.e is None else self.e[:, None], self.tau[:, None])
+        return Bound(self.rel, None if self.e is None else self.e[:, None], self.tau[:, None], self.offset)
+
+    def _spread(self, v: Tensor) -> Tensor:
+        return self.rel * (v - self.offset).abs() + self._ADD * v.abs() + self.tau
 
     def low(self, v: Tensor) -> Tensor:
         if self.e is None:
             return v - self.tau
-        return ((v * (1 - self.rel) - self.tau).clamp(min=0).sqrt() - self.e).clamp(min=0).square()
+        return ((v - self._spread(v)).clamp(min=0).sqrt() - self.e).clamp(min=0).square()
 
     def high(self, v: Tensor) -> Tensor:
         if self.e is None:
             return v + self.tau
-        return ((v * (1 + self.rel) + self.tau).sqrt() + self.e).square()
+        return ((v + self._spread(v)).sqrt() + self.e).square()
 
     def sure_below(self, thr: Tensor) -> Tensor:
         """Largest tile value whose exact distance is surely ``<= thr`` (``high(v) <= thr``)."""
         if self.e is None:
             return thr - self.tau
         root = thr.sqrt() - self.e
-        return torch.where(root > 0, (root.square() - self.tau) / (1 + self.rel), -math.inf)
+        target = root.square() - self.tau  # v + rel |v - c| + add v <= target, v >= 0
+        c, r, a = self.offset, self.rel, self._ADD
+        v = torch.where(target >= c * (1 + a), (target + r * c) / (1 + a + r), (target - r * c) / (1 + a - r))
+        return torch.where(root > 0, v, -math.inf)
 
     def maybe_below(self, thr: Tensor) -> Tensor:
         """Largest tile value whose exact distance may be ``<= thr`` (``low(v) <= thr``)."""
         if self.e is None:
             return thr + self.tau
-        return ((thr.sqrt() + self.e).square() + self.tau) / (1 - self.rel)
+        target = (thr.sqrt() + self.e).square() + self.tau  # v - rel |v - c| - add v <= target
+        c, r, a = self.offset, self.rel, self._ADD
+        return torch.where(target >= c * (1 - a), (target - r * c) / (1 - a - r), (target + r * c) / (1 - a + r))
