@@ -225,8 +225,8 @@ def _estimate_offset(a: PointSet, b: PointSet, k: int, exclude_self: bool) -> fl
     a_blk, a_sq = a.block(rows), a.sq_norms[rows, None]
     k = min(k + int(exclude_self), len(b))
     best = torch.full((len(rows), 0), math.inf, dtype=a.dtype, device=a_blk.device)
-    for j0 in range(0, len(b), 8192):
-        cols = slice(j0, j0 + 8192)
+    for j0 in range(0, len(b), 2048):  # small float32 blocks: the estimate adds little memory
+        cols = slice(j0, j0 + 2048)
         sq = torch.addmm(a_sq + b.sq_norms[None, cols], a_blk, b.block(cols).T, alpha=-2.0)
         best = torch.cat([best, sq], 1).topk(min(k, best.shape[1] + sq.shape[1]), dim=1, largest=False).values
     return float(best[:, -1].clamp(min=0).median())
@@ -477,20 +477,36 @@ def _refine_rows(
 
 def refine_topk(
     a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool,
-    block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True,
+    block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True, shard: Optional[Shard] = None,
 ) -> Dict[int, Tuple[Tensor, Tensor]]:
     """Exact float64 squared distance and index of the k-th nearest neighbour, for each ``k``.
 
-    ``approx``/``idx`` are sorted running GEMM top-``t`` lists. Where the GEMM values around
-    the k-th candidate are separated by more than twice the rounding margin, the k-th
-    neighbour is certain and only its distance is recomputed exactly (one pair per row and
-    k). Other rows are fully refined by :func:`_refine_rows`.
+    ``approx``/``idx`` are sorted running GEMM top-``t`` lists (the same on every rank). Where
+    the GEMM values around the k-th candidate are separated by more than twice the rounding
+    margin, the k-th neighbour is certain and only its distance is recomputed exactly (one
+    pair per row and k). Other rows are fully refined by :func:`_refine_rows`. With a
+    ``shard``, each rank refines a contiguous share of the rows and the results are gathered.
     """
+    rows = torch.arange(approx.shape[0], device=approx.device)
+    if shard is None:
+        return _refine_block(a, b, rows, approx, idx, ks, exclude_self, truncated, block_bytes, by_index)
+    mine = shard.row_share(len(rows))
+    part = _refine_block(a, b, rows[mine], approx[mine], idx[mine], ks, exclude_self, truncated, block_bytes, by_index)
+    vals = shard.gather_rows(torch.stack([part[k][0] for k in ks], 1), len(rows))
+    ids = shard.gather_rows(torch.stack([part[k][1] for k in ks], 1), len(rows))
+    return {k: (vals[:, i].contiguous(), ids[:, i].contiguous()) for i, k in enumerate(ks)}
+
+
+def _refine_block(
+    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool,
+    truncated: bool, block_bytes: int, by_index: bool,
+) -> Dict[int, Tuple[Tensor, Tensor]]:
+    """:func:`refine_topk` for the rows ``rows`` of ``a`` (their lists ``approx``/``idx``)."""
     n, t = approx.shape
     if a.screened is not None:
-        return _refine_screened(a, b, approx, idx, ks, exclude_self, truncated, block_bytes, by_index)
+        return _refine_screened(a, b, rows, approx, idx, ks, exclude_self, truncated, block_bytes, by_index)
     v = approx.to(torch.float64)
-    bound = _bound(a, b, slice(None))
+    bound = _bound(a, b, rows)
     uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
     for k in ks:  # the k-th is certain when its rounding interval overlaps no neighbour's
         if k >= 2:
@@ -500,16 +516,25 @@ def refine_topk(
         elif truncated:
             uncertain[:] = True
     cols = idx[:, [k - 1 for k in ks]]  # [n, len(ks)]: the k-th candidates, all k at once
-    rows_rep = torch.arange(n, device=approx.device)[:, None].expand_as(cols)
+    return _settle(a, b, rows, approx, idx, cols, uncertain, ks, exclude_self, truncated, block_bytes, by_index)
+
+
+def _settle(
+    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, cols: Tensor, uncertain: Tensor,
+    ks: Sequence[int], exclude_self: bool, truncated: bool, block_bytes: int, by_index: bool,
+) -> Dict[int, Tuple[Tensor, Tensor]]:
+    """Exact values of the settled k-th candidates ``cols`` (``[n, len(ks)]``), and the uncertain
+    rows refined by :func:`_refine_rows`."""
+    rows_rep = rows[:, None].expand_as(cols)
     exact = _exact_pairs(a.original, b.original, rows_rep.reshape(-1), cols.reshape(-1)).view(cols.shape)
     out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
     if bool(uncertain.any()):
-        rows = uncertain.nonzero(as_tuple=True)[0]
+        local = uncertain.nonzero(as_tuple=True)[0]
         vals, ids = _refine_rows(
-            a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated, block_bytes, by_index=by_index
+            a, b, rows[local], approx[local], idx[local], max(ks), exclude_self, truncated, block_bytes, by_index=by_index
         )
         for k in ks:
-            out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
+            out[k][0][local], out[k][1][local] = vals[:, k - 1], ids[:, k - 1]
     return out
 
 
@@ -547,48 +572,35 @@ def _direct_interval(v: Tensor, dim: int) -> Tuple[Tensor, Tensor]:
 
 
 def _refine_screened(
-    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool,
-    block_bytes: int, by_index: bool,
+    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool,
+    truncated: bool, block_bytes: int, by_index: bool,
 ) -> Dict[int, Tuple[Tensor, Tensor]]:
-    """:func:`refine_topk` for lists from bfloat16 screen tiles.
+    """:func:`refine_topk` for lists from bfloat16 screen tiles (rows ``rows`` of ``a``).
 
-    The screen's rounding interval holds many candidates (about ten at D = 2,048), so almost
-    no k-th neighbour is certain from the screen values. Every candidate is first recomputed
-    in float32 from its differences (:func:`_direct_sq`: error relative to the distance,
-    about ``1e-4`` at D = 2,048) and the lists re-sorted; where the k-th candidate's interval
-    overlaps no other candidate's and lies below every non-candidate (whose distances are at
-    least the screen's lower bound of the last listed value), only the k-th pair is computed
-    in float64. Other rows go through :func:`_refine_rows`.
+    The screen's rounding interval holds many candidates (about 17 at D = 2,048), so almost
+    no k-th neighbour is certain from the screen values. The candidates are first recomputed
+    in float32 from their differences (:func:`_direct_sq`: error relative to the distance,
+    about ``1e-5`` at D = 2,048) and re-sorted; where the k-th candidate's interval overlaps
+    no other candidate's and lies below every candidate left out, only the k-th pair is
+    computed in float64. Other rows go through :func:`_refine_rows`.
     """
     n, t = approx.shape
-    rows_all = torch.arange(n, device=approx.device)
     # only the candidates whose interval reaches below the largest k-th candidate's can be
     # among the k nearest: a prefix of each sorted list. Most rows need a short prefix (the
     # screen's interval is narrow near its offset), a few the whole list: two widths
-    bound = _bound(a, b, slice(None))
+    bound = _bound(a, b, rows)
     screen_low = bound.col().low(approx.to(torch.float64))
     needed = (screen_low <= bound.high(approx[:, max(ks) - 1].to(torch.float64))[:, None]).sum(1)
-    short = min(t, max(max(ks) + 1, int(torch.quantile(needed.to(torch.float64), 0.8).ceil())))
+    short = min(t, max(max(ks) + 1, int(torch.quantile(needed.to(torch.float64), 0.8).ceil()))) if n else t
     cand = torch.empty((n, len(ks)), dtype=torch.long, device=approx.device)
     uncertain = torch.zeros(n, dtype=torch.bool, device=approx.device)
     for sel, width in ((needed <= short, short), (needed > short, t)):
-        rows = sel.nonzero(as_tuple=True)[0]
-        if rows.numel():
-            cand[rows], uncertain[rows] = _settle_prefix(
-                a, b, rows, approx[rows, :width], idx[rows, :width], screen_low[rows], ks, truncated
+        local = sel.nonzero(as_tuple=True)[0]
+        if local.numel():
+            cand[local], uncertain[local] = _settle_prefix(
+                a, b, rows[local], approx[local, :width], idx[local, :width], screen_low[local], ks, truncated
             )
-    cols = cand
-    rows_rep = rows_all[:, None].expand_as(cols)
-    exact = _exact_pairs(a.original, b.original, rows_rep.reshape(-1), cols.reshape(-1)).view(cols.shape)
-    out = {k: (exact[:, i].clone(), cols[:, i].clone()) for i, k in enumerate(ks)}
-    if bool(uncertain.any()):
-        rows = uncertain.nonzero(as_tuple=True)[0]
-        vals, ids = _refine_rows(
-            a, b, rows, approx[rows], idx[rows], max(ks), exclude_self, truncated, block_bytes, by_index=by_index
-        )
-        for k in ks:
-            out[k][0][rows], out[k][1][rows] = vals[:, k - 1], ids[:, k - 1]
-    return out
+    return _settle(a, b, rows, approx, idx, cand, uncertain, ks, exclude_self, truncated, block_bytes, by_index)
 
 
 def _settle_prefix(
@@ -707,7 +719,9 @@ def self_knn(
                 _merge_tile(vals, idx, cols, sq, 0, i0, t)
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
-    refined = refine_topk(points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes, by_index=False)
+    refined = refine_topk(
+        points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes, by_index=False, shard=shard
+    )
     return {k: refined[k][0] for k in ks}
 
 
@@ -900,7 +914,9 @@ class _ScreenedRealism:
         if shard is not None:
             self.listed.vals, self.listed.idx = shard.merge_topk(self.listed.vals, self.listed.idx)
             self.near_best = shard.max(self.near_best)
-        vals, idx = self.listed.vals, self.listed.idx
+        # each rank settles a share of the generated samples (every rank has the merged lists)
+        mine = shard.row_share(len(self.fake)) if shard is not None else slice(None)
+        vals, idx, near_best = self.listed.vals[mine], self.listed.idx[mine], self.near_best[mine]
         num, listed = self.num[idx], torch.isfinite(vals)
         # the screen values back from the listed ratios (float32 division: within 1e-6), their
         # intervals, and the listed pairs whose ratio may still be the largest
@@ -909,17 +925,21 @@ class _ScreenedRealism:
         floor = torch.where(listed & (num >= 0), num / self.bound.high(v * (1 + 1e-6)), -math.inf)
         lowest = self.bound.low(v * (1 - 1e-6))
         ceiling = torch.where(num > 0, torch.where(lowest > 0, num / lowest, math.inf), 0.0)
-        best = torch.maximum(self.near_best, floor.amax(1))
+        best = torch.maximum(near_best, floor.amax(1))
         f, j = (listed & (num >= 0) & (ceiling >= best[:, None])).nonzero(as_tuple=True)
         # those pairs exactly (float64); the largest exact ratio beats every other listed one
-        ratio = _exact_ratio(num[f, j], _exact_pairs(self.real.original, self.fake.original, idx[f, j], f))
-        best = self.near_best.scatter_reduce(0, f, ratio, reduce="amax")
+        first = 0 if shard is None else mine.start
+        dist = _exact_pairs(self.real.original, self.fake.original, idx[f, j], f + first)
+        best = near_best.scatter_reduce(0, f, _exact_ratio(num[f, j], dist), reduce="amax")
         last = -vals[:, -1].to(torch.float64)  # the t-th largest approximate ratio
         # an unlisted pair of a kept ball has ratio num / v <= last, so v >= num_min / last, and
         # v > s0: its exact ratio is at most last * v / low(v) at the smallest such v
         v = torch.maximum(self.num_min / last.clamp(min=1e-300), self.s0_min)
         factor = v / self.bound.low(v)
         unsafe = torch.isfinite(vals[:, -1]) & (last > 0) & (best < last * factor)
+        if shard is not None:
+            best = shard.gather_rows(best, len(self.fake))
+            unsafe = shard.gather_rows(unsafe, len(self.fake))
         return best, unsafe.nonzero(as_tuple=True)[0]
 
 
@@ -1069,12 +1089,14 @@ def cross_pass(
     # argmin; authenticity depends on which tied real sample is i*
     if near_real is not None:
         dist, index = refine_topk(
-            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m, block_bytes=block_bytes
+            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m, block_bytes=block_bytes,
+            shard=shard,
         )[1]
         res.real_nn_sq_dist, res.real_nn_index = dist, _lowest_identical(fake.original, index, dist)
     if near_fake is not None:
         dist, index = refine_topk(
-            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n, block_bytes=block_bytes
+            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n, block_bytes=block_bytes,
+            shard=shard,
         )[1]
         res.fake_nn_sq_dist, res.fake_nn_index = dist, _lowest_identical(real.original, index, dist)
     return res

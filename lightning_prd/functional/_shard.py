@@ -3,8 +3,9 @@
 After a Metric's sync every rank holds all features. Instead of every rank computing every
 tile, rank ``r`` of ``W`` computes the tiles whose running number ``c`` has ``c % W == r``;
 per-sample accumulators are then combined by all-reduce (any: max, counts: sum, minima:
-min, maxima: max) and running top-k lists by all-gather and merge. Every rank ends with the
-same, complete result (no rank-0-only collective).
+min, maxima: max) and running top-k lists by all-gather and merge; the exact refinement of
+the merged lists is split by rows and gathered. Every rank ends with the same, complete
+result (no rank-0-only collective).
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ class Shard:
 
     def max(self, t: Tensor) -> Tensor:
         return self._reduce(t, dist.ReduceOp.MAX)
+
+    def row_share(self, n: int) -> slice:
+        """This rank's contiguous share of ``n`` rows (for work after the lists are merged)."""
+        size = -(-n // self.world)
+        return slice(min(n, self.rank * size), min(n, (self.rank + 1) * size))
+
+    def gather_rows(self, part: Tensor, n: int) -> Tensor:
+        """The ``n`` rows whose :meth:`row_share` each rank computed (``part``), on every rank."""
+        if part.dtype == torch.bool:
+            return self.gather_rows(part.to(torch.uint8), n).bool()
+        size = -(-n // self.world)
+        padded = part.new_zeros((size,) + tuple(part.shape[1:]))
+        padded[: part.shape[0]] = part
+        pieces = [torch.empty_like(padded) for _ in range(self.world)]
+        dist.all_gather(pieces, padded, group=self.group)
+        return torch.cat(pieces)[:n]
 
     def merge_topk(self, vals: Tensor, idx: Tensor) -> Tuple[Tensor, Tensor]:
         """Merge every rank's running ``t`` smallest (values, indices) per row."""
