@@ -207,7 +207,7 @@ def test_screen_availability_rules(monkeypatch):
     assert not screen_available(cpu, torch.float32, 10**5, 4096)
     monkeypatch.delenv("LIGHTNING_PRD_SCREEN")
     assert not screen_available(cpu, torch.float32, 4000, 4096)  # too few rows to gain
-    assert not screen_available(cpu, torch.float32, 10000, 512)  # too little work per row
+    assert not screen_available(cpu, torch.float32, 10000, 256)  # too little work per row
 
 
 def test_float64_features_are_never_screened(screen_on):

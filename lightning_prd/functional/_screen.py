@@ -79,12 +79,13 @@ def _cpu_has_native_bf16() -> bool:
 
 
 #: Sets screened by default: at least this many rows, and rows x dimension at least
-#: :data:`SCREEN_MIN_ELEMENTS`. Below, the candidates' recomputation (about 37 per row and
-#: list) costs more than the cheaper GEMM saves (measured on 2 cores, AVX512-BF16: the screen
-#: is 6-24% faster from 5,000 x 2,048, 10,000 x 1,024 and 20,000 x 512, 8-13% slower at
-#: 10,000 x 512 and 3,000 x 4,096).
+#: :data:`SCREEN_MIN_ELEMENTS`. Below, the candidates' recomputation (per row, not per pair)
+#: costs more than the cheaper GEMM saves. Measured on 2 cores with AVX512-BF16, every k-NN
+#: score, screen vs float32 tiles: 5,000 x 1,024 0.73 vs 0.78 s, 10,000 x 512 1.58 vs 1.72 s,
+#: 10,000 x 2,048 3.7 vs 5.1 s; 20,000 x 256 even; 5,000 x 512 0.52 vs 0.48 s, 3,000 x 2,048
+#: 0.61 vs 0.57 s, 3,000 x 4,096 1.33 vs 1.09 s.
 SCREEN_MIN_ROWS = 5000
-SCREEN_MIN_ELEMENTS = 8 * 10**6
+SCREEN_MIN_ELEMENTS = 5 * 10**6
 
 
 def screen_available(device: torch.device, dtype: torch.dtype, rows: int = 0, dim: int = 0) -> bool:
@@ -144,7 +145,7 @@ class Screened:
         return out
 
 
-def screen(original: Tensor, centre: Tensor, chunk: int = 8192) -> Screened:
+def screen(original: Tensor, centre: Tensor, chunk: int = 2048) -> Screened:
     """The bfloat16 screen rows of ``original - centre`` (see the module docstring).
 
     ``rho`` bounds ``||~a - a||`` for the exactly centred ``a``: the residual of the bfloat16
