@@ -772,6 +772,47 @@ class _Ambiguous(Exception):
     """Raised by :class:`_Members` when a screened tile holds too many ambiguous pairs."""
 
 
+def _check(ambiguous: int, limit: Optional[float]) -> None:
+    if limit is not None and ambiguous > limit:
+        raise _Ambiguous()
+
+
+def _thresholds(thr: Tensor, bound: Bound, dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
+    """Tile values at or below which a pair is surely / maybe within ``thr`` (float64 squared
+    radii), in the tile's dtype, widened by the rounding of the bounds themselves."""
+    widen = torch.finfo(dtype).eps * thr
+    return (bound.sure_below(thr) - widen).to(dtype), (bound.maybe_below(thr) + widen).to(dtype)
+
+
+def _rows_inside(
+    sq: Tensor, thr: Tensor, bound: Bound, exact_fn: Callable, decided: Tensor, limit: Optional[float]
+) -> Tensor:
+    """Per tile row: inside the ball (radius ``thr``, one per column) of some column (recall).
+
+    Only an existence per row is wanted, so rows already ``decided`` (inside some ball of an
+    earlier tile) or surely inside a ball of this one need no float64 work; the pairs that
+    may be inside are listed only for the rows still open. With recall near 1 (most real
+    samples inside some generated ball) almost every row is settled by one comparison.
+    """
+    lo, hi = _thresholds(thr, bound, sq.dtype)
+    done = decided | (sq <= lo[None, :]).any(1)
+    open_rows = (~done).nonzero(as_tuple=True)[0]
+    if open_rows.numel() == 0:
+        return done
+    part = sq if open_rows.numel() * 2 > sq.shape[0] else sq[open_rows]
+    r, c = (part <= hi[None, :]).nonzero(as_tuple=True)
+    if part is sq:
+        keep = ~done[r]
+        r, c = r[keep], c[keep]
+    else:
+        r = open_rows[r]
+    if r.numel():
+        _check(r.numel(), limit)
+        inside = exact_fn(r, c) <= thr[c]
+        done = done.index_fill(0, r[inside], True)
+    return done
+
+
 class _Members:
     """The pairs ``(row, col)`` of a tile with ``sq <= thr``: a sparse list or a dense mask.
 
@@ -783,14 +824,11 @@ class _Members:
 
     def __init__(
         self, sq: Tensor, thr: Tensor, bound: Bound, along_rows: bool, exact_fn: Callable,
-        within: Optional["_Members"] = None, limit: Optional[int] = None, decided: Optional[Tensor] = None,
+        within: Optional["_Members"] = None, limit: Optional[int] = None,
     ) -> None:
-        """``limit``: raise :class:`_Ambiguous` rather than decide more pairs in float64.
-        ``decided``: rows (``along_rows=False``) already known to be members of some ball,
-        whose ambiguous pairs need no decision (only :meth:`any_per_row` is used then)."""
-        widen = torch.finfo(sq.dtype).eps * thr  # the rounding of the bounds themselves
-        lo, hi = (bound.sure_below(thr) - widen).to(sq.dtype), (bound.maybe_below(thr) + widen).to(sq.dtype)
-        self.shape, self.limit, self.decided = sq.shape, limit, decided
+        """``limit``: raise :class:`_Ambiguous` rather than decide more pairs in float64."""
+        lo, hi = _thresholds(thr, bound, sq.dtype)
+        self.shape, self.limit = sq.shape, limit
         self.maybe: Optional[Tuple[Tensor, Tensor, Tensor]] = None
         if within is not None and within.maybe is not None:
             # smaller balls of the same centres (thr <= within's thr, elementwise): the pairs
@@ -806,30 +844,20 @@ class _Members:
         else:
             sure = sq <= (lo[:, None] if along_rows else lo[None, :])
             amb = maybe & ~sure
-            if self.decided is not None:  # rows inside some ball already, or surely in this tile
-                amb &= ~(self.decided | sure.any(1))[:, None]
             if bool(amb.any()):
                 r, c = amb.nonzero(as_tuple=True)
-                self._check(r.numel())
+                _check(r.numel(), self.limit)
                 sure[r, c] = exact_fn(r, c) <= (thr[r] if along_rows else thr[c])
             self.mask = sure
-
-    def _check(self, ambiguous: int) -> None:
-        if self.limit is not None and ambiguous > self.limit:
-            raise _Ambiguous()
 
     def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, along_rows: bool, exact_fn: Callable) -> None:
         """Members from the listed pairs below the upper bound (values ``v``): sure below ``lo``,
         the rest decided in float64."""
         self.maybe = (r, c, v)
         keep = v <= (lo[r] if along_rows else lo[c])
-        amb = ~keep
-        if self.decided is not None:  # rows inside some ball already, or surely in this tile
-            done = self.decided.index_fill(0, r[keep], True)
-            amb &= ~done[r]
-        amb = amb.nonzero(as_tuple=True)[0]
+        amb = (~keep).nonzero(as_tuple=True)[0]
         if amb.numel():
-            self._check(amb.numel())
+            _check(amb.numel(), self.limit)
             keep[amb] = exact_fn(r[amb], c[amb]) <= (thr[r[amb]] if along_rows else thr[c[amb]])
         self.rows, self.cols, self.mask = r[keep], c[keep], None
 
@@ -1029,7 +1057,7 @@ def cross_pass(
             for k in sorted(set(member_ks) | set(value_ks), reverse=True):
                 balls[k] = wider = _Members(sq, real_sq_radii[k][rs], row_bound, True, exact_fn, wider, limit)
             inside = {
-                k: _Members(sq, fake_sq_radii[k][cs], col_bound, False, exact_fn, limit=limit, decided=res.real_in_fake[k][rs])
+                k: _rows_inside(sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit)
                 for k in recall_ks
             }
             return balls, inside, row_bound
@@ -1047,8 +1075,8 @@ def cross_pass(
             if k in res.real_ball_min_value:
                 best = res.real_ball_min_value[k]
                 best[rs] = torch.minimum(best[rs], members.min_per_row(fake_values[cs]))
-        for k, members in inside.items():
-            res.real_in_fake[k][rs] |= members.any_per_row()
+        for k, rows_in in inside.items():
+            res.real_in_fake[k][rs] |= rows_in
         if screened_realism is not None:  # (the screen's bound holds for recomputed tiles too)
             screened_realism.update(rs, cs, sq, i0, exact_fn)
         elif realism_k is not None:
