@@ -11,19 +11,24 @@ float64. :class:`Bound` is that interval for the two ways tiles are computed:
 * **bfloat16 screen** (where the CPU multiplies bfloat16 natively: about 4x the float32 GEMM
   rate on AVX512-BF16 / AMX). Each centred row ``a`` is rounded to bfloat16, ``~a``, and
   augmented so that one bfloat16 GEMM with float32 accumulation returns
-  ``-||~a - ~b||^2 / 2`` directly (row ``[~a, -h1, -h2, -h3, 1, 1, 1]`` times column
-  ``[~b, 1, 1, 1, -g1, -g2, -g3]``, where ``h1 + h2 + h3 = ||~a||^2 / 2`` in three bfloat16
-  parts). Three rigorous error terms bound the exact distance ``d = ||a - b||``:
+  ``(c - ||~a - ~b||^2) / 2`` directly (row ``[~a, -h1, -h2, -h3, 1, 1, 1]`` times column
+  ``[~b, 1, 1, 1, -g1, -g2, -g3]``, where ``h1 + h2 + h3 = ||~a||^2 / 2 - c / 4`` in three
+  bfloat16 parts); ``c``, the pass's *offset*, is a squared distance near its decisions (the
+  median real radius, or an estimate of the k-th neighbour distance), and the tile value is
+  ``v = c - 2 * output`` in float32. Four rigorous error terms bound the exact ``d = ||a - b||``:
 
-  - the output is rounded to bfloat16: relative error ``u' = u / (1 - u)``, ``u = 2^-8``;
+  - the output is rounded to bfloat16: relative error ``u' = u / (1 - u)`` (``u = 2^-8``) of
+    ``|v - c|``, small near the decisions;
   - float32 accumulation (and the three-part norm split): ``tau``, the float32 margin
-    above, doubled, on the norms of the rounded rows;
+    above, doubled, on the norms of the rounded rows and the offset;
+  - the float32 addition of the offset: ``2^-23 v``;
   - the rounding of the inputs: ``| ||~a - ~b|| - d | <= rho_a + rho_b`` (triangle
-    inequality), with ``rho = ||~a - a||`` measured per row in float64.
+    inequality), with ``rho`` bounding ``||~a - a||`` per row (its exact float32 residual
+    plus the float32 centring).
 
-  So ``d`` lies in ``[sqrt(max(0, v (1 - u') - tau)) - e, sqrt(v (1 + u') + tau) + e]`` with
-  ``e = rho_a + rho_b``. A copy (``~a = ~b``) gets accumulation noise inside the interval of 0,
-  so its distance is always recomputed: exactly 0.
+  So with ``s(v) = u' |v - c| + 2^-23 v + tau`` and ``e = rho_a + rho_b``, ``d`` lies in
+  ``[sqrt(max(0, v - s(v))) - e, sqrt(v + s(v)) + e]``. A copy (``~a = ~b``) gets accumulation
+  noise inside the interval of 0, so its distance is always recomputed: exactly 0.
 
 The screen only chooses which pairs are recomputed: decisions and values are the float64
 ones either way (tests run both paths). It is used for float32 features on CPUs with native
