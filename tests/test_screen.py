@@ -215,3 +215,23 @@ def test_float64_features_are_never_screened(screen_on):
     p = _knn.prepare(x, x.mean(0), torch.float64)
     assert p.screened is None and p.slack == _knn._SLACK
     assert not math.isnan(float(p.sq_norms.sum()))
+
+
+def test_width_rule_keeps_float32_tiles_for_tight_clusters(monkeypatch):
+    # a collapsed generator: 10 tight clusters far from the centre, where the screen's interval
+    # at the k-th neighbour distance is too wide to decide; Gaussian features are screened
+    g = torch.Generator().manual_seed(5)
+    modes = torch.randn(10, 256, generator=g)
+    tight = modes[torch.randint(0, 10, (600,), generator=g)] + 0.02 * torch.randn(600, 256, generator=g)
+    gauss = torch.randn(600, 256, generator=g)
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")  # build the screen rows
+    sets = {name: _knn.prepare(x, x.double().mean(0), torch.float32) for name, x in (("tight", tight), ("gauss", gauss))}
+    offsets = {name: _knn._estimate_offset(p, p, 5, True) for name, p in sets.items()}
+    assert _knn._screen_pays(sets["tight"], sets["tight"], offsets["tight"])  # forced: whatever the width
+    monkeypatch.delenv("LIGHTNING_PRD_SCREEN")
+    assert not _knn._screen_pays(sets["tight"], sets["tight"], offsets["tight"])
+    assert _knn._screen_pays(sets["gauss"], sets["gauss"], offsets["gauss"])
+    dtypes = _spy_tiles(monkeypatch)
+    radii = _knn.self_knn(sets["tight"], [5])[5]  # auto: the pass runs on float32 tiles, exactly
+    assert torch.bfloat16 not in dtypes
+    np.testing.assert_allclose(radii.numpy(), oracle.kth_radius(tight.numpy(), 5) ** 2, rtol=1e-12)

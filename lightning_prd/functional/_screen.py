@@ -93,19 +93,32 @@ SCREEN_MIN_ROWS = 5000
 SCREEN_MIN_ELEMENTS = 5 * 10**6
 
 
+def _forced() -> Optional[bool]:
+    """``LIGHTNING_PRD_SCREEN``: ``"1"`` forces the screen, ``"0"`` turns it off, else None."""
+    forced = os.environ.get("LIGHTNING_PRD_SCREEN", "").strip()
+    return forced == "1" if forced in ("0", "1") else None
+
+
+def screen_forced() -> bool:
+    """True when ``LIGHTNING_PRD_SCREEN=1`` asks for the screen whatever the data."""
+    return _forced() is True
+
+
 def screen_available(device: torch.device, dtype: torch.dtype, rows: int = 0, dim: int = 0) -> bool:
     """True when a set of ``rows x dim`` features of ``dtype`` on ``device`` is screened in bfloat16.
 
     Float32 on a CPU with native bfloat16 (AVX512-BF16 or AMX), for sets large enough to
     gain (:data:`SCREEN_MIN_ROWS`, :data:`SCREEN_MIN_ELEMENTS`); never float64, never CUDA
     (cuBLAS may reduce bfloat16 products in reduced precision, which the bound does not
-    cover). ``LIGHTNING_PRD_SCREEN=0`` / ``=1`` overrides the detection and the size rule.
+    cover). ``LIGHTNING_PRD_SCREEN=0`` / ``=1`` overrides the detection and the size rule (and
+    ``=1`` the width rule of :mod:`._knn`, which keeps float32 tiles where the screen's interval
+    would be too wide to decide).
     """
     if dtype != torch.float32 or device.type != "cpu":
         return False
-    forced = os.environ.get("LIGHTNING_PRD_SCREEN", "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
+    forced = _forced()
+    if forced is not None:
+        return forced
     return rows >= SCREEN_MIN_ROWS and rows * dim >= SCREEN_MIN_ELEMENTS and _cpu_has_native_bf16()
 
 
