@@ -835,7 +835,8 @@ def _rows_inside(
 
 
 class _Members:
-    """The pairs ``(row, col)`` of a tile with ``sq <= thr``: a sparse list or a dense mask.
+    """The pairs ``(row, col)`` of a tile with ``sq <= thr[row]`` (balls of the tile's rows): a
+    sparse list or a dense mask.
 
     A ball holds few points of the other set (about k per ball when the sets match), so the
     pairs below the upper rounding bound are usually a small share of the tile: they are
@@ -844,8 +845,8 @@ class _Members:
     """
 
     def __init__(
-        self, sq: Tensor, thr: Tensor, bound: Bound, along_rows: bool, exact_fn: Callable,
-        within: Optional["_Members"] = None, limit: Optional[int] = None,
+        self, sq: Tensor, thr: Tensor, bound: Bound, exact_fn: Callable,
+        within: Optional["_Members"] = None, limit: Optional[float] = None,
     ) -> None:
         """``limit``: raise :class:`_Ambiguous` rather than decide more pairs in float64."""
         lo, hi = _thresholds(thr, bound, sq.dtype)
@@ -855,31 +856,31 @@ class _Members:
             # smaller balls of the same centres (thr <= within's thr, elementwise): the pairs
             # below this upper bound are among ``within``'s listed pairs, no tile pass needed
             r, c, v = within.maybe
-            sel = v <= (hi[r] if along_rows else hi[c])
-            self._sparse(r[sel], c[sel], v[sel], thr, lo, along_rows, exact_fn)
+            sel = v <= hi[r]
+            self._sparse(r[sel], c[sel], v[sel], thr, lo, exact_fn)
             return
-        maybe = sq <= (hi[:, None] if along_rows else hi[None, :])
+        maybe = sq <= hi[:, None]
         if int(torch.count_nonzero(maybe)) <= _SPARSE_SHARE * sq.numel():
             r, c = maybe.nonzero(as_tuple=True)
-            self._sparse(r, c, sq[r, c], thr, lo, along_rows, exact_fn)
+            self._sparse(r, c, sq[r, c], thr, lo, exact_fn)
         else:
-            sure = sq <= (lo[:, None] if along_rows else lo[None, :])
+            sure = sq <= lo[:, None]
             amb = maybe & ~sure
             if bool(amb.any()):
                 r, c = amb.nonzero(as_tuple=True)
                 _check(r.numel(), self.limit)
-                sure[r, c] = exact_fn(r, c) <= (thr[r] if along_rows else thr[c])
+                sure[r, c] = exact_fn(r, c) <= thr[r]
             self.mask = sure
 
-    def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, along_rows: bool, exact_fn: Callable) -> None:
+    def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, exact_fn: Callable) -> None:
         """Members from the listed pairs below the upper bound (values ``v``): sure below ``lo``,
         the rest decided in float64."""
         self.maybe = (r, c, v)
-        keep = v <= (lo[r] if along_rows else lo[c])
+        keep = v <= lo[r]
         amb = (~keep).nonzero(as_tuple=True)[0]
         if amb.numel():
             _check(amb.numel(), self.limit)
-            keep[amb] = exact_fn(r[amb], c[amb]) <= (thr[r[amb]] if along_rows else thr[c[amb]])
+            keep[amb] = exact_fn(r[amb], c[amb]) <= thr[r[amb]]
         self.rows, self.cols, self.mask = r[keep], c[keep], None
 
     def any_per_col(self) -> Tensor:
@@ -1080,7 +1081,7 @@ def cross_pass(
             row_bound, col_bound = _bound(a, b, rs, cs), _bound(b, a, cs, rs)
             balls, wider = {}, None  # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
             for k in sorted(set(member_ks) | set(value_ks), reverse=True):
-                balls[k] = wider = _Members(sq, real_sq_radii[k][rs], row_bound, True, exact_fn, wider, limit)
+                balls[k] = wider = _Members(sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit)
             inside = {
                 k: _rows_inside(sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit)
                 for k in recall_ks
