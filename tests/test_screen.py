@@ -181,6 +181,64 @@ def test_realism_of_unsafe_samples_is_recomputed_and_stays_exact(screen_on, monk
     np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-5)
 
 
+def _lattice_and_square(step: float, side: float, shift: float):
+    """A coarse lattice (NND_3 = step) and two small squares (NND_3 = side): values exact in
+    bfloat16 after centring, so the screen's tile values carry only the pass offset's rounding."""
+    lat = np.stack(np.meshgrid(np.arange(-4, 5), np.arange(-4, 5)), -1).reshape(-1, 2) * step
+    sq = np.array([[0, 0], [side, 0], [0, side], [side, side]], float) + shift
+    return torch.tensor(np.concatenate([lat, sq, -sq]), dtype=torch.float32)
+
+
+def test_screened_realism_bound_carries_the_offset(screen_on):
+    # found by review: the realism bound left out the pass offset (the median radius), so a
+    # ball far below it could be pruned; 3.5% too low here
+    real = _lattice_and_square(128.0, 8.0, 60.0)
+    fake = torch.tensor([[64.0, 51.0], [10.0, 10.0]])
+    res = knn_pass(real, fake, realism_k=3)
+    np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-12)
+
+
+def test_screened_copy_of_a_small_kept_ball_is_inf(screen_on):
+    # the copy's tile value is the offset's rounding (16 here), not ~0: it must still reach float64
+    real = _lattice_and_square(100.0, 4.0, 4.0)
+    fake = torch.tensor([[4.0, 4.0]])  # a copy of a kept real sample
+    assert bool(np.isinf(oracle.realism(real.numpy(), fake.numpy(), 3)).all())
+    assert bool(torch.isinf(knn_pass(real, fake, realism_k=3).cross.realism).all())
+
+
+def test_realism_ties_beyond_the_lists_are_float64_exact(screen_on, monkeypatch):
+    # a generated sample at the centre of a hypercube ties with all 64 vertices: no list of 33
+    # can prove the maximum; it is computed against every kept real sample in float64
+    import itertools
+
+    real = torch.tensor(list(itertools.product([-1.0, 1.0], repeat=6)))
+    g = torch.Generator().manual_seed(0)
+    fake = torch.cat([torch.zeros(1, 6), torch.randn(3, 6, generator=g)])
+    unsafe = []
+    finish = _knn._ScreenedRealism.finish
+
+    def spy(self, shard):
+        best, bad = finish(self, shard)
+        unsafe.append(bad.tolist())
+        return best, bad
+
+    monkeypatch.setattr(_knn._ScreenedRealism, "finish", spy)
+    res = knn_pass(real, fake, realism_k=3)
+    assert unsafe == [[0]]
+    np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_features_near_the_underflow_equal_the_oracle(mode, monkeypatch):
+    # found by review (older than the screen): features of ~1e-30 square to 0 in float32 and
+    # every pair was "surely" inside every ball; the margin now covers underflow
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", mode)
+    g = np.random.default_rng(0)
+    real = torch.tensor(g.standard_normal((300, 16)) * 1e-30, dtype=torch.float32)
+    fake = torch.tensor(g.standard_normal((300, 16)) * 1e-30 + 2e-30, dtype=torch.float32)
+    _check_against_oracle(real, fake)
+
+
 def test_screened_realism_is_float64_exact(screen_on):
     real, fake = _bulk_pair(300, 128)
     res = knn_pass(real, fake, realism_k=3)

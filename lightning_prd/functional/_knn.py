@@ -201,7 +201,10 @@ def _bound(a: PointSet, b: PointSet, rows, cols=slice(None)) -> Bound:
     per row (the other side's largest norm and rounding: a conservative bound)."""
     if a.screened is None:
         sq_a, sq_b = a.sq_norms[rows].to(torch.float64), b.sq_norms[cols].to(torch.float64)
-        return Bound(0.0, None, tol_factor(a.dtype, a.dim) * (sq_a + sq_b.max()))
+        # plus underflow: products and norms below the smallest normal lose up to its size each
+        # (features of ~1e-30 square to nothing in float32)
+        underflow = 4 * (a.dim + 2) * torch.finfo(a.dtype).tiny
+        return Bound(0.0, None, tol_factor(a.dtype, a.dim) * (sq_a + sq_b.max()) + underflow)
     sa, sb = a.screened, b.screened
     offset = _offset(a, b)
     tol = 2 * tol_factor(torch.float32, sa.rows.shape[1])
@@ -929,9 +932,9 @@ class _ScreenedRealism:
     At the end, the listed pairs whose ratio interval reaches the best lower bound are
     recomputed in float64 (a few per sample) and the largest exact ratio is the realism.
     Beyond ``s0`` a screen value ``v`` is within a factor ``F(v) = v / low(v)`` of the exact
-    squared distance (``F`` decreasing in ``v``), so no unlisted real can beat the listed ones
-    once the best exact ratio is at least ``F`` times the last listed approximate one;
-    samples where that fails are recomputed by the caller from compute-dtype tiles.
+    squared distance, so no unlisted real can beat the listed ones once the best exact ratio is
+    at least ``F`` times the last listed approximate one; samples where that fails are
+    recomputed by the caller in float64 over every kept real sample.
     """
 
     def __init__(self, real: PointSet, fake: PointSet, num: Tensor, t: int) -> None:
@@ -942,7 +945,8 @@ class _ScreenedRealism:
         self.s0 = torch.maximum(4096 * bound.e.square(), 64 * bound.tau)  # per real row
         # one bound for every row (the largest rounding terms), applied from the smallest
         # squared distance an unlisted pair can have (see :meth:`finish`)
-        self.bound = Bound(bound.rel, bound.e.max(), bound.tau.max())
+        self.bound = Bound(bound.rel, bound.e.max(), bound.tau.max(), bound.offset)
+        self.bound_no_offset = Bound(bound.rel, bound.e.max(), bound.tau.max())
         self.s0_min = self.s0.min()
         kept = num >= 0
         self.num_min = num[kept].min() if bool(kept.any()) else torch.zeros((), dtype=num.dtype, device=dev)
@@ -983,14 +987,30 @@ class _ScreenedRealism:
         best = near_best.scatter_reduce(0, f, _exact_ratio(num[f, j], dist), reduce="amax")
         last = -vals[:, -1].to(torch.float64)  # the t-th largest approximate ratio
         # an unlisted pair of a kept ball has ratio num / v <= last, so v >= num_min / last, and
-        # v > s0: its exact ratio is at most last * v / low(v) at the smallest such v
+        # v > s0: its exact ratio is at most last * F(v). F(v) = v / low(v) decreases below the
+        # offset c; above it the spread rel (v - c) is below the offset-free rel v, whose F
+        # decreases too: the larger of the two at the smallest v bounds every unlisted pair
         v = torch.maximum(self.num_min / last.clamp(min=1e-300), self.s0_min)
-        factor = v / self.bound.low(v)
+        factor = torch.maximum(v / self.bound.low(v), v / self.bound_no_offset.low(v))
         unsafe = torch.isfinite(vals[:, -1]) & (last > 0) & (best < last * factor)
         if shard is not None:
             best = shard.gather_rows(best, len(self.fake))
             unsafe = shard.gather_rows(unsafe, len(self.fake))
         return best, unsafe.nonzero(as_tuple=True)[0]
+
+
+def _exact_realism(real: PointSet, fake: PointSet, fakes: Tensor, num: Tensor) -> Tensor:
+    """Float64 ``max num / d^2`` over the kept real samples (``num >= 0``) for the generated
+    samples ``fakes``: pair by pair, for the few samples whose lists could not settle it."""
+    kept = (num >= 0).nonzero(as_tuple=True)[0]
+    out = torch.full((len(fakes),), -math.inf, dtype=torch.float64, device=num.device)
+    chunk = max(1, 2**20 // max(1, len(kept)))  # about a million pairs at a time
+    for s in range(0, len(fakes), chunk):
+        f = fakes[s : s + chunk]
+        ia, ib = kept.repeat(len(f)), f.repeat_interleave(len(kept))
+        dist = _exact_pairs(real.original, fake.original, ia, ib)
+        out[s : s + chunk] = _exact_ratio(num[ia], dist).view(len(f), len(kept)).amax(1)
+    return out
 
 
 def _exact_ratio(num: Tensor, dist: Tensor) -> Tensor:
@@ -1057,10 +1077,11 @@ def cross_pass(
         # ratio r^2 / d^2 by one division: pruned balls get -1 (never the maximum of a kept
         # ball, whose ratios are >= 0); a kept ball of radius 0 gives 0 / d^2 = 0 to every
         # sample not on it, and (below, from the exact distance) inf to a copy of its centre
-        realism_num = torch.where(keep, r_sq, -1.0).to(cdt)
+        realism_num64 = torch.where(keep, r_sq, -1.0)  # exact, for the pairs decided in float64
+        realism_num = realism_num64.to(cdt)
         realism_max = torch.full((m,), -math.inf, dtype=cdt, device=dev)
     screened_realism = (
-        _ScreenedRealism(real, fake, torch.where(keep, r_sq, -1.0), min(_SCREEN_REALISM_LIST, n))
+        _ScreenedRealism(real, fake, realism_num64, min(_SCREEN_REALISM_LIST, n))
         if screened and realism_k is not None
         else None
     )
@@ -1112,7 +1133,7 @@ def cross_pass(
             # its ratio is taken from the exact distance
             r0, c0 = (sq <= row_bound.tau.to(sq.dtype)[:, None]).nonzero(as_tuple=True)
             if r0.numel():
-                num, dist = realism_num[rs][r0].to(torch.float64), exact_fn(r0, c0)
+                num, dist = realism_num64[rs][r0], exact_fn(r0, c0)
                 exact_ratio = torch.where((dist == 0) & (num >= 0), math.inf, num / dist)  # a copy: inf, even 0/0
                 ratio[r0, c0] = exact_ratio.to(ratio.dtype)
             realism_max[cs] = torch.maximum(realism_max[cs], ratio.amax(0))
@@ -1130,13 +1151,11 @@ def cross_pass(
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
     if screened_realism is not None:
         best, unsafe = screened_realism.finish(shard)
+        if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
+            mine = shard.row_share(len(unsafe)) if shard is not None else slice(None)
+            part = _exact_realism(real, fake, unsafe[mine], screened_realism.num)
+            best[unsafe] = shard.gather_rows(part, len(unsafe)) if shard is not None else part
         res.realism = best.clamp(min=0).sqrt()
-        if unsafe.numel():  # recomputed from compute-dtype tiles
-            again = cross_pass(
-                unscreened(real, block_bytes), unscreened(fake, block_bytes).subset(unsafe), real_sq_radii, {},
-                realism_k=realism_k, block_bytes=block_bytes, shard=shard,
-            )
-            res.realism[unsafe] = again.realism
     elif realism_k is not None:
         res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
     # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
