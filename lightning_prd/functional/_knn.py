@@ -943,19 +943,22 @@ class _ScreenedRealism:
         self.neg_num = (-num).to(torch.float32)
         bound = _bound(real, fake, slice(None))
         self.s0 = torch.maximum(4096 * bound.e.square(), 64 * bound.tau)  # per real row
+        # pruned balls never need the exact path: a negative threshold, one comparison per tile
+        self.s0_kept = torch.where(num >= 0, self.s0, -1.0).to(torch.float32)
         # one bound for every row (the largest rounding terms), applied from the smallest
         # squared distance an unlisted pair can have (see :meth:`finish`)
         self.bound = Bound(bound.rel, bound.e.max(), bound.tau.max(), bound.offset)
         self.bound_no_offset = Bound(bound.rel, bound.e.max(), bound.tau.max())
-        self.s0_min = self.s0.min()
         kept = num >= 0
+        # unlisted pairs of kept balls are above their row's float32 threshold, hence above this
+        self.s0_min = self.s0_kept[kept].min().to(torch.float64) if bool(kept.any()) else self.s0.min()
         self.num_min = num[kept].min() if bool(kept.any()) else torch.zeros((), dtype=num.dtype, device=dev)
         self.listed = _RunningNearest(m, t, torch.float32, dev)
         self.near_best = torch.full((m,), -math.inf, dtype=torch.float64, device=dev)
 
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
         neg_ratio = torch.div(self.neg_num[rs, None], sq)
-        r0, c0 = ((sq <= self.s0[rs, None].to(sq.dtype)) & (self.num[rs, None] >= 0)).nonzero(as_tuple=True)
+        r0, c0 = (sq <= self.s0_kept[rs, None]).nonzero(as_tuple=True)
         if r0.numel():
             ratio = _exact_ratio(self.num[rs][r0], exact_fn(r0, c0))
             best = self.near_best[cs]

@@ -200,8 +200,8 @@ def screen_tile(out: Tensor, scratch: Tensor, left: Tensor, right: Tensor, offse
     torch.mm(left, right.T, out=scratch)
     if offset == 0:
         return torch.mul(scratch, -2.0, out=out).clamp_(min=0.0)
-    base = torch.full((1, out.shape[1]), offset, dtype=out.dtype, device=out.device)  # float32 arithmetic
-    return torch.add(base, scratch, alpha=-2.0, out=out).clamp_(min=0.0)
+    # in float32 (a mixed-dtype add with a broadcast offset measured 5x slower than these)
+    return out.copy_(scratch).mul_(-2.0).add_(offset).clamp_(min=0.0)
 
 
 @dataclass
