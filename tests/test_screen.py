@@ -293,3 +293,28 @@ def test_width_rule_keeps_float32_tiles_for_tight_clusters(monkeypatch):
     radii = _knn.self_knn(sets["tight"], [5])[5]  # auto: the pass runs on float32 tiles, exactly
     assert torch.bfloat16 not in dtypes
     np.testing.assert_allclose(radii.numpy(), oracle.kth_radius(tight.numpy(), 5) ** 2, rtol=1e-12)
+
+
+def _hypercube_realism(rank, world):
+    import itertools
+
+    from lightning_prd.functional._shard import current_shard
+
+    real = torch.tensor(list(itertools.product([-1.0, 1.0], repeat=6)))
+    g = torch.Generator().manual_seed(0)
+    fake = torch.cat([torch.zeros(3, 6), torch.randn(5, 6, generator=g)])  # three tied samples
+    return knn_pass(real, fake, realism_k=3, nearest=True, shard=current_shard()).cross.realism
+
+
+def test_tied_realism_is_exact_under_ddp(screen_on):
+    # the unsettled samples are shared out across ranks and gathered (3 samples, 2 ranks)
+    import itertools
+
+    from ddp_utils import run_ddp
+
+    real = np.array(list(itertools.product([-1.0, 1.0], repeat=6)))
+    g = torch.Generator().manual_seed(0)
+    fake = torch.cat([torch.zeros(3, 6), torch.randn(5, 6, generator=g)]).numpy()
+    expected = oracle.realism(real, fake, 3)
+    for got in run_ddp(_hypercube_realism):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)

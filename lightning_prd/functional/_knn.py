@@ -1002,18 +1002,34 @@ class _ScreenedRealism:
         return best, unsafe.nonzero(as_tuple=True)[0]
 
 
-def _exact_realism(real: PointSet, fake: PointSet, fakes: Tensor, num: Tensor) -> Tensor:
+def _exact_realism(real: PointSet, fake: PointSet, fakes: Tensor, num: Tensor, block_bytes: int) -> Tensor:
     """Float64 ``max num / d^2`` over the kept real samples (``num >= 0``) for the generated
-    samples ``fakes``: pair by pair, for the few samples whose lists could not settle it."""
-    kept = (num >= 0).nonzero(as_tuple=True)[0]
-    out = torch.full((len(fakes),), -math.inf, dtype=torch.float64, device=num.device)
-    chunk = max(1, 2**20 // max(1, len(kept)))  # about a million pairs at a time
-    for s in range(0, len(fakes), chunk):
-        f = fakes[s : s + chunk]
-        ia, ib = kept.repeat(len(f)), f.repeat_interleave(len(kept))
-        dist = _exact_pairs(real.original, fake.original, ia, ib)
-        out[s : s + chunk] = _exact_ratio(num[ia], dist).view(len(f), len(kept)).amax(1)
-    return out
+    samples ``fakes`` (the few whose lists could not settle it): compute-dtype tiles of these
+    samples against every real one bound each ratio; the pairs whose upper bound reaches the
+    best lower bound are recomputed in float64."""
+    dev = num.device
+    if len(fakes) == 0:  # a rank's empty share under DDP
+        return torch.empty(0, dtype=torch.float64, device=dev)
+    sub, reals = unscreened(fake, 0).subset(fakes), unscreened(real, 0)
+    floor_best = torch.full((len(fakes),), -math.inf, dtype=torch.float64, device=dev)
+    pairs = []
+    for i0, j0, sq in tiles(sub, reals, max(1, block_bytes // 4)):  # float64 copies of the tile
+        n_r, n_c = sq.shape
+        rs = slice(i0, i0 + n_r)
+        bound, v = _bound(sub, reals, rs, slice(j0, j0 + n_c)).col(), sq.to(torch.float64)
+        nums = num[None, j0 : j0 + n_c]
+        low = bound.low(v)
+        ceiling = torch.where(nums >= 0, torch.where(low > 0, nums / low, math.inf), -math.inf)
+        floor = torch.where(nums >= 0, nums / bound.high(v), -math.inf)
+        floor_best[rs] = torch.maximum(floor_best[rs], floor.amax(1))
+        r, c = (ceiling >= floor_best[rs, None]).nonzero(as_tuple=True)  # a superset of the final
+        pairs.append((i0 + r, j0 + c, ceiling[r, c]))
+    f, j, ceiling = (torch.cat(p) for p in zip(*pairs))
+    keep = ceiling >= floor_best[f]
+    f, j = f[keep], j[keep]
+    ratio = _exact_ratio(num[j], _exact_pairs(real.original, fake.original, j, fakes[f]))
+    out = torch.full((len(fakes),), -math.inf, dtype=torch.float64, device=dev)
+    return out.scatter_reduce(0, f, ratio, reduce="amax")
 
 
 def _exact_ratio(num: Tensor, dist: Tensor) -> Tensor:
@@ -1156,7 +1172,7 @@ def cross_pass(
         best, unsafe = screened_realism.finish(shard)
         if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
             mine = shard.row_share(len(unsafe)) if shard is not None else slice(None)
-            part = _exact_realism(real, fake, unsafe[mine], screened_realism.num)
+            part = _exact_realism(real, fake, unsafe[mine], screened_realism.num, block_bytes)
             best[unsafe] = shard.gather_rows(part, len(unsafe)) if shard is not None else part
         res.realism = best.clamp(min=0).sqrt()
     elif realism_k is not None:
