@@ -318,3 +318,28 @@ def test_tied_realism_is_exact_under_ddp(screen_on):
     expected = oracle.realism(real, fake, 3)
     for got in run_ddp(_hypercube_realism):
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+
+
+def test_copy_of_a_radius_zero_ball_is_settled_as_a_near_pair(screen_on, monkeypatch):
+    # the offset's rounding leaves a copy at a tile value of 16 (offset 10,000): the near-pair
+    # threshold covers every value that may still be a copy, so the copy is decided exactly
+    # where it comes and no sample needs the fallback over every real sample
+    lat = np.stack(np.meshgrid(np.arange(-4, 5), np.arange(-4, 5)), -1).reshape(-1, 2) * 100.0
+    sq = np.array([[0, 0], [4, 0], [0, 4], [4, 4]], float) + 4.0
+    dup = np.repeat([[8.0, 8.0]], 3, 0)  # with the square's corner: four copies, NND_3 = 0
+    real = torch.tensor(np.concatenate([lat, sq, -sq, dup, -dup]), dtype=torch.float32)
+    fake = torch.tensor([[8.0, 8.0], [50.0, 20.0]])
+    unsafe = []
+    finish = _knn._ScreenedRealism.finish
+
+    def spy(self, shard):
+        best, bad = finish(self, shard)
+        unsafe.append(bad.tolist())
+        return best, bad
+
+    monkeypatch.setattr(_knn._ScreenedRealism, "finish", spy)
+    res = knn_pass(real, fake, realism_k=3)
+    assert unsafe == [[]]
+    assert bool(torch.isinf(res.cross.realism[0]))  # a copy of a kept ball, radius 0 included
+    expected = oracle.realism(real.numpy(), fake[1:].numpy(), 3)  # (the oracle's 0 / 0 is nan)
+    np.testing.assert_allclose(res.cross.realism[1:].numpy(), expected, rtol=1e-12)

@@ -942,7 +942,10 @@ class _ScreenedRealism:
         self.real, self.fake, self.num = real, fake, num  # float64, -1 for pruned balls
         self.neg_num = (-num).to(torch.float32)
         bound = _bound(real, fake, slice(None))
-        self.s0 = torch.maximum(4096 * bound.e.square(), 64 * bound.tau)  # per real row
+        # per real row; at least 4x the largest value that may still be a copy (the offset's
+        # rounding can leave a copy well above 0), so that beyond s0 every distance is positive
+        zero = torch.zeros_like(bound.tau)
+        self.s0 = torch.maximum(torch.maximum(4096 * bound.e.square(), 64 * bound.tau), 4 * bound.maybe_below(zero))
         # pruned balls never need the exact path: a negative threshold, one comparison per tile
         self.s0_kept = torch.where(num >= 0, self.s0, -1.0).to(torch.float32)
         # one bound for every row (the largest rounding terms), applied from the smallest
@@ -979,9 +982,8 @@ class _ScreenedRealism:
         # intervals, and the listed pairs whose ratio may still be the largest
         q = -vals.to(torch.float64)
         v = torch.where(q > 0, num / q, math.inf)
-        floor = torch.where(listed & (num >= 0), num / self.bound.high(v * (1 + 1e-6)), -math.inf)
-        lowest = self.bound.low(v * (1 - 1e-6))
-        ceiling = torch.where(num > 0, torch.where(lowest > 0, num / lowest, math.inf), 0.0)
+        floor, ceiling = _ratio_interval(num, self.bound.low(v * (1 - 1e-6)), self.bound.high(v * (1 + 1e-6)))
+        floor = torch.where(listed, floor, -math.inf)
         best = torch.maximum(near_best, floor.amax(1))
         f, j = (listed & (num >= 0) & (ceiling >= best[:, None])).nonzero(as_tuple=True)
         # those pairs exactly (float64); the largest exact ratio beats every other listed one
@@ -1018,9 +1020,7 @@ def _exact_realism(real: PointSet, fake: PointSet, fakes: Tensor, num: Tensor, b
         rs = slice(i0, i0 + n_r)
         bound, v = _bound(sub, reals, rs, slice(j0, j0 + n_c)).col(), sq.to(torch.float64)
         nums = num[None, j0 : j0 + n_c]
-        low = bound.low(v)
-        ceiling = torch.where(nums >= 0, torch.where(low > 0, nums / low, math.inf), -math.inf)
-        floor = torch.where(nums >= 0, nums / bound.high(v), -math.inf)
+        floor, ceiling = _ratio_interval(nums, bound.low(v), bound.high(v))
         floor_best[rs] = torch.maximum(floor_best[rs], floor.amax(1))
         r, c = (ceiling >= floor_best[rs, None]).nonzero(as_tuple=True)  # a superset of the final
         pairs.append((i0 + r, j0 + c, ceiling[r, c]))
@@ -1030,6 +1030,15 @@ def _exact_realism(real: PointSet, fake: PointSet, fakes: Tensor, num: Tensor, b
     ratio = _exact_ratio(num[j], _exact_pairs(real.original, fake.original, j, fakes[f]))
     out = torch.full((len(fakes),), -math.inf, dtype=torch.float64, device=dev)
     return out.scatter_reduce(0, f, ratio, reduce="amax")
+
+
+def _ratio_interval(num: Tensor, low: Tensor, high: Tensor) -> Tuple[Tensor, Tensor]:
+    """Bounds of a kept ball's ratio ``num / d^2`` from bounds ``[low, high]`` of ``d^2``: a pair
+    that may be at distance 0 may be a copy (``inf``); pruned balls (``num < 0``) get ``-inf``."""
+    kept = num >= 0
+    floor = torch.where(kept, num / high, -math.inf)
+    ceiling = torch.where(kept, torch.where(low > 0, num / low, math.inf), -math.inf)
+    return floor, ceiling
 
 
 def _exact_ratio(num: Tensor, dist: Tensor) -> Tensor:
