@@ -1,0 +1,128 @@
+"""Screenshots of the TensorBoard dashboards of two real runs of the example, for the docs.
+
+Trains ``examples/gan_ring.py`` twice (seeds 0 and 1) into a temporary log directory, starts
+TensorBoard on localhost, and takes headless-Chromium screenshots of the Scalars, Custom
+Scalars, Images and PR Curves dashboards into ``docs/img/tb_*.png`` (palette PNGs, each well
+under 300 KB). Needs ``chromium`` on the PATH (Debian: ``apt-get install chromium``; or set
+``CHROMIUM=/path/to/chrome``) and ``tensorboard`` (a dependency of the package).
+
+Run from the repository root::
+
+    python docs/scripts/dashboards.py                 # two runs of 12 epochs in a temporary folder
+    python docs/scripts/dashboards.py --logdir runs   # train into ./runs and keep them; if ./runs
+                                                      # already holds runs, only take the screenshots
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: (file name, TensorBoard URL fragment): what each screenshot shows.
+VIEWS = (
+    ("tb_scalars", "scalars&tagFilter=%5Eprd%2F(precision%7Crecall%7Cdensity%7Ccoverage)%24&_smoothingWeight=0&_ignoreYOutliers=false"),
+    ("tb_custom_scalars", "custom_scalars"),
+    ("tb_images", "images&tagFilter=trajectory%7Cprd_curve"),
+    ("tb_pr_curves", "pr_curves"),
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train(logdir: Path, epochs: int, seeds: List[int]) -> None:
+    """Two runs of the example; named runs when the example takes ``--name``."""
+    example = ROOT / "examples" / "gan_ring.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    helptext = subprocess.run([sys.executable, str(example), "--help"], capture_output=True, text=True, env=env).stdout
+    for seed in seeds:
+        cmd = [sys.executable, str(example), "--epochs", str(epochs), "--seed", str(seed), "--logdir", str(logdir)]
+        if "--name" in helptext:
+            cmd += ["--name", f"gan_ring/seed{seed}_epochs{epochs}"]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def wait_for_tensorboard(url: str, timeout: float = 120.0) -> None:
+    """Until TensorBoard serves the ``prd/`` scalar tags of every run."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/data/plugin/scalars/tags", timeout=5) as r:
+                tags = json.load(r)
+            if tags and all(any(t.startswith("prd/") for t in run) for run in tags.values()):
+                return
+        except OSError:
+            pass
+        time.sleep(1.0)
+    raise RuntimeError(f"TensorBoard at {url} did not serve prd/ scalars within {timeout:.0f} s")
+
+
+def screenshot(chromium: str, url: str, out: Path, size: str) -> None:
+    """Headless Chromium screenshot of ``url`` once its scripts have run, as a palette PNG."""
+    from PIL import Image
+
+    raw = out.with_suffix(".raw.png")
+    cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           f"--window-size={size}", "--virtual-time-budget=20000", f"--screenshot={raw}", url]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    Image.open(raw).convert("RGB").quantize(colors=128).save(out, optimize=True)
+    raw.unlink()
+    print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=12, help="epochs per run (default 12)")
+    parser.add_argument("--logdir", help="folder of the runs: reused when it holds event files, else trained into and kept")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "img"), help="folder of the PNGs (default docs/img)")
+    parser.add_argument("--size", default="1280,860", help="browser window W,H (default 1280,860)")
+    args = parser.parse_args(argv)
+
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        sys.exit("chromium not found: apt-get install chromium, or set CHROMIUM=/path/to/chrome")
+    tmp = None
+    if args.logdir:
+        logdir = Path(args.logdir)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="lightning_prd_dashboards_")
+        logdir = Path(tmp.name)
+    if not any(logdir.rglob("events.out.tfevents.*")):
+        train(logdir, args.epochs, seeds=[0, 1])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    board = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_tensorboard(url)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, fragment in VIEWS:
+            screenshot(chromium, f"{url}/?darkMode=false#{fragment}", out / f"{name}.png", args.size)
+    finally:
+        board.terminate()
+        board.wait(timeout=30)
+        if tmp is not None:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
