@@ -1,8 +1,8 @@
 """MkDocs hook: the command-line reference, generated from ``lightning_prd.cli.build_parser()``.
 
-A page containing the marker ``<!-- cli-reference -->`` gets, for the top-level parser and each
-subcommand, a table of its options and its full ``--help`` text, so the page cannot drift from
-the parser.
+A page containing the marker ``<!-- cli-reference -->`` gets the top-level ``--help``, the
+epilog the commands share, and for each subcommand a table of its options and its ``--help``
+text, so the page cannot drift from the parser.
 """
 
 from __future__ import annotations
@@ -45,9 +45,16 @@ def _options_table(parser: argparse.ArgumentParser) -> str:
     return "\n".join(rows)
 
 
-def _help(parser: argparse.ArgumentParser) -> str:
+def _help(parser: argparse.ArgumentParser, epilog: bool = False) -> str:
+    """``--help`` text as a code block; the epilog only when asked (the shared one is shown once)."""
     os.environ.setdefault("COLUMNS", "100")
-    return "```text\n" + parser.format_help().rstrip() + "\n```"
+    saved = parser.epilog
+    if not epilog:
+        parser.epilog = None
+    try:
+        return "```text\n" + parser.format_help().rstrip() + "\n```"
+    finally:
+        parser.epilog = saved
 
 
 def reference() -> str:
@@ -55,10 +62,13 @@ def reference() -> str:
 
     parser = build_parser()
     parts = [f"## `{parser.prog}`", "", _help(parser), ""]
+    if parser.epilog:
+        parts += ["## Inputs, scores and extractors", "", "Shared by every command:", "",
+                  "```text\n" + parser.epilog.rstrip() + "\n```", ""]
     for name, sub, summary in _subparsers(parser):
         parts += [f"## `{parser.prog} {name}`", "", f"{summary[:1].upper()}{summary[1:]}." if summary else "", ""]
         parts += [_options_table(sub), "", "??? note \"Full `--help`\"", ""]
-        parts += ["    " + line if line else "" for line in _help(sub).split("\n")]
+        parts += ["    " + line if line else "" for line in _help(sub, epilog=sub.epilog != parser.epilog).split("\n")]
         parts.append("")
     return "\n".join(parts)
 
