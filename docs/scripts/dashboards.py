@@ -23,16 +23,23 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: Dashboard settings TensorBoard keeps in the browser's localStorage (not in the URL): show the
+#: whole y range of every chart instead of hiding "outliers" (here, the best epochs).
+LOCAL_SETTINGS = '<script>localStorage.setItem("_ignoreYOutliers", "false");</script>'
+
 #: (file name, TensorBoard URL fragment): what each screenshot shows.
 VIEWS = (
-    ("tb_scalars", "scalars&tagFilter=%5Eprd%2F(precision%7Crecall%7Cdensity%7Ccoverage)%24&_smoothingWeight=0&_ignoreYOutliers=false"),
+    ("tb_scalars", "scalars&tagFilter=%5Eprd%2F(precision%7Crecall%7Cdensity%7Ccoverage)%24&_smoothingWeight=0"),
     ("tb_custom_scalars", "custom_scalars"),
     ("tb_images", "images&tagFilter=trajectory%7Cprd_curve"),
     ("tb_pr_curves", "pr_curves"),
@@ -71,6 +78,44 @@ def wait_for_tensorboard(url: str, timeout: float = 120.0) -> None:
             pass
         time.sleep(1.0)
     raise RuntimeError(f"TensorBoard at {url} did not serve prd/ scalars within {timeout:.0f} s")
+
+
+def settings_proxy(target: str) -> ThreadingHTTPServer:
+    """A localhost proxy in front of TensorBoard that writes ``LOCAL_SETTINGS`` into its page.
+
+    localStorage belongs to the origin, so the settings must be set by a page of the origin the
+    screenshots load; the proxy is that origin.
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def forward(self, data: Optional[bytes]) -> None:
+            headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "x-xsrf-protected")}
+            request = urllib.request.Request(target + self.path, data=data, headers=headers, method=self.command)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as r:
+                    status, ctype, body = r.status, r.headers.get("Content-Type", ""), r.read()
+            except urllib.error.HTTPError as e:
+                status, ctype, body = e.code, e.headers.get("Content-Type", ""), e.read()
+            if ctype.startswith("text/html") and b"<head>" in body:
+                body = body.replace(b"<head>", b"<head>" + LOCAL_SETTINGS.encode(), 1)
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+            self.forward(None)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def screenshot(chromium: str, url: str, out: Path, size: str) -> None:
@@ -113,10 +158,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     )
     try:
         wait_for_tensorboard(url)
+        proxy = settings_proxy(url)
+        shown = f"http://127.0.0.1:{proxy.server_address[1]}"
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        for name, fragment in VIEWS:
-            screenshot(chromium, f"{url}/?darkMode=false#{fragment}", out / f"{name}.png", args.size)
+        try:
+            for name, fragment in VIEWS:
+                screenshot(chromium, f"{shown}/?darkMode=false#{fragment}", out / f"{name}.png", args.size)
+        finally:
+            proxy.shutdown()
     finally:
         board.terminate()
         board.wait(timeout=30)
