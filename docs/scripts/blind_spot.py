@@ -1,7 +1,7 @@
 """The Fréchet distance's blind spot, drawn from computed scores: ``docs/img/blind_spot.png``.
 
 Real data N(0, I₂) and three models N(0, s² I₂), s = 0.3 (collapsed), 1 (matched), 1.7 (spread
-out), 2,000 samples each, seed 7, as in the seed note's two-Gaussians table. The Fréchet
+out), 2,000 samples each, seed 7. The Fréchet
 distance of the collapsed and the spread-out model is the same (2(1 - s)² = 0.98 in the limit);
 precision, recall, density and coverage tell them apart. Every number in the figure is computed
 here by ``lightning_prd.functional``.
