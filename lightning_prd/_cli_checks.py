@@ -16,7 +16,7 @@ import argparse
 import difflib
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from lightning_prd._cli_inputs import IMAGE_SUFFIXES, CLIError, _image_files
 
@@ -37,11 +37,11 @@ def _quiet(parser: argparse.ArgumentParser) -> List[argparse.ArgumentParser]:
         for action in p._actions:
             action.required = False
 
-        def stop(*args: object, **kwargs: object) -> None:
+        def stop(*args: Any, **kwargs: Any) -> NoReturn:
             raise _Stop()
 
-        p.error = stop  # type: ignore[method-assign]
-        p.exit = stop  # type: ignore[method-assign]
+        p.error = stop  # type: ignore[method-assign,assignment]
+        p.exit = stop  # type: ignore[method-assign,assignment]
         p._print_message = lambda *a, **k: None  # type: ignore[method-assign]
     return parsers
 
@@ -123,7 +123,9 @@ def _input_folder_holding(out: Path, folders: Dict[_Identity, str]) -> Optional[
     return None
 
 
-def check_outputs(args: argparse.Namespace, inputs: Sequence[Tuple[str, str]], plot_format: Callable[[Path], str]) -> None:
+def check_outputs(
+    args: argparse.Namespace, inputs: Sequence[Tuple[str, str]], plot_format: Callable[[Path], str]
+) -> None:
     """Fail before any work when ``--json`` / ``--plot`` cannot be written or would harm an input.
 
     ``inputs`` are ``(flag, PATH)`` pairs of ``--real`` / ``--fake``; missing output folders are

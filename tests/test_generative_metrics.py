@@ -4,10 +4,10 @@
 import inspect
 
 import numpy as np
+import oracle
 import pytest
 import torch
 
-import oracle
 import lightning_prd.functional as F
 from lightning_prd import GenerativeMetrics
 from lightning_prd.functional import _engine, generative_metrics

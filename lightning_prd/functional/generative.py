@@ -19,17 +19,34 @@ from torch import Tensor
 
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
 from lightning_prd.functional._shard import Shard
-from lightning_prd.functional._validation import as_features, check_int, check_min_samples, check_pair, check_positive_int
+from lightning_prd.functional._validation import (
+    as_features,
+    check_int,
+    check_min_samples,
+    check_pair,
+    check_positive_int,
+)
 from lightning_prd.functional.alpha_beta import (
     _authentic_from_pass,
     alpha_beta_from_pass,
     check_num_alphas,
     fake_centre_distance,
 )
-from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
+from lightning_prd.functional.density_coverage import (
+    coverage_from_pass,
+    density_from_pass,
+)
 from lightning_prd.functional.frechet import frechet_distance
-from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve, prd_f_beta
-from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
+from lightning_prd.functional.prd import (
+    check_beta,
+    check_prd_options,
+    prd_curve,
+    prd_f_beta,
+)
+from lightning_prd.functional.precision_recall import (
+    precision_from_pass,
+    recall_from_pass,
+)
 from lightning_prd.functional.uncertainty import split_spread
 
 #: options of ``prd=True`` (a dict passed as ``prd`` overrides some of them)
@@ -51,7 +68,9 @@ def _options(value: Any, defaults: Dict[str, Any], name: str) -> Optional[Dict[s
     if isinstance(value, Mapping):
         unknown = set(value) - set(defaults)
         if unknown:
-            raise ValueError(f"Expected argument `{name}` to hold only {sorted(defaults)}, but got unknown keys {sorted(unknown)}")
+            raise ValueError(
+                f"Expected argument `{name}` to hold only {sorted(defaults)}, but got unknown keys {sorted(unknown)}"
+            )
         return {**defaults, **value}
     raise ValueError(f"Expected argument `{name}` to be a bool or a dict of options, but got {value!r}")
 
@@ -170,16 +189,16 @@ def scores_from_plan(
         if k_dc is not None:
             out["density"] = density_from_pass(res, k_dc)
             out["coverage"] = coverage_from_pass(res, k_dc)
-        if plan.realism:
+        if plan.realism and res.cross.realism is not None:  # realism_k was asked for
             out["realism"] = res.cross.realism.to(res.dtype)
-        if ab is not None:
+        if ab is not None and dist_g is not None:
             out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
         elif plan.authenticity:
             out["authenticity"] = _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
-        if plan.per_sample:
+        if plan.per_sample and k_pr is not None and k_dc is not None:  # make_plan requires both
             out["inside_precision"] = res.cross.fake_in_real[k_pr]
             out["covered"] = res.cross.real_ball_hit[k_dc]
-        if plan.error_bars is not None:
+        if plan.error_bars is not None and k_pr is not None and k_dc is not None:  # make_plan requires both
             spread = split_spread(
                 real, fake, num_splits=plan.error_bars, k_precision_recall=k_pr, k_density_coverage=k_dc,
                 dtype=dtype, block_bytes=block_bytes, real_cache=res.real, shard=shard,
