@@ -34,7 +34,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ from torch import Tensor
 from lightning_prd._cli_checks import check_outputs, reject_unknown_flags
 from lightning_prd._cli_inputs import CLIError, _check_path, _Source, load_set
 from lightning_prd.functional._validation import MAX_SEED
-from lightning_prd.scores import DIRECTIONS, direction_label
+from lightning_prd.scores import DIRECTIONS, best_index, direction_label
 
 PROG = "lightning-prd"
 #: the scores of the table, in its order, and which way each is better (one table for the package)
@@ -301,6 +301,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(table[0]), "  ".join("-" * w for w in widths), *map(line, table[1:])])
 
 
+def _direction_rows(
+    names: Sequence[str], results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]
+) -> List[List[str]]:
+    """``compare``'s last rows: which way each score is better, and which set is best by it."""
+    better = ["(better)", "", *[direction_label(k) for k in names]]
+    picks = [best_index(k, [scores.get(k, float("nan")) for _, scores, _ in results]) for k in names]
+    best = ["(best)", "", *[results[i][0] if i is not None else "-" for i in picks]]
+    return [better, best]
+
+
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
     return {
         "k_precision_recall": args.k_pr,
@@ -501,14 +511,15 @@ def _run(args: argparse.Namespace) -> int:
     print(_header(real, sources[0] if args.command == "evaluate" else None, dim, args, scorer))
     print()
     if args.command == "evaluate":
-        print(_table(["score", "value", "better"], [[k, _fmt(v), direction_label(k)] for k, v in results[0][1].items()]))
+        rows = [[k, _fmt(v), direction_label(k)] for k, v in results[0][1].items()]
+        print(_table(["score", "value", "better"], rows))
     else:
         names = [k for k in SCORES if any(k in scores for _, scores, _ in results)]
         rows = [
             [label, str(src.num), *[_fmt(scores[k]) if k in scores else "-" for k in names]]
             for (label, scores, _), src in zip(results, sources)
         ]
-        print(_table(["fake", "M", *names], rows))
+        print(_table(["fake", "M", *names], [*rows, *_direction_rows(names, results)]))
     if args.json:
         payload: Dict[str, Any] = {
             "command": args.command,

@@ -8,6 +8,7 @@ subprocess to check exit codes and that no traceback reaches stderr.
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -869,7 +870,8 @@ def test_unknown_flag_is_named_with_the_closest_one(capfd, extra, message):
 def test_unknown_flag_in_subprocess_exits_2(files):
     result = run_cli("compare", "--real", files / "real.npy", "--fakes", files / "fake.npy")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == "lightning-prd compare: error: unrecognized argument --fakes; did you mean --fake? (see --help)\n"
+    want = "lightning-prd compare: error: unrecognized argument --fakes; did you mean --fake? (see --help)\n"
+    assert result.stderr == want
 
 
 def test_direction_column_is_right_for_every_score(files, capfd):
@@ -880,6 +882,31 @@ def test_direction_column_is_right_for_every_score(files, capfd):
     want = {name: "higher" for name in SCORES_ALL}
     want.update(density="1 is ideal", frechet_distance="lower")
     assert rows == want
+
+
+def test_compare_rows_say_which_way_is_better_and_which_set_is_best(files, arrays, capfd):
+    real, fake = arrays
+    np.save(files / "narrow.npy", 0.4 * fake)
+    np.save(files / "wide.npy", 1.6 * fake + 0.3)
+    out = files / "cmp.json"
+    argv = ["compare", "--real", str(files / "real.npy"), "--fake", str(files / "fake.npy"), str(files / "narrow.npy")]
+    assert main([*argv, str(files / "wide.npy"), "--json", str(out), *FAST_PRD, "-q"]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("fake ")).split()
+    ways = re.findall(r"higher|lower|1 is ideal", next(line for line in lines if line.startswith("(better)")))
+    better = dict(zip(header[2:], ways))
+    best = dict(zip(header[2:], next(line for line in lines if line.startswith("(best)")).split()[1:]))
+    results = json.loads(out.read_text())["results"]
+    for name in SCORES_ALL:
+        values = [r["scores"][name] for r in results]
+        if name == "density":
+            want_best, want_way = int(np.argmin(np.abs(np.array(values) - 1.0))), "1 is ideal"
+        elif name == "frechet_distance":
+            want_best, want_way = int(np.argmin(values)), "lower"
+        else:
+            want_best, want_way = int(np.argmax(values)), "higher"
+        assert best[name] == results[want_best]["label"], name
+        assert better[name] == want_way, name
 
 
 # ---------------------------------------------------------------------------- encodings of the same features
