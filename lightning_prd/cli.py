@@ -31,33 +31,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd._cli_checks import check_outputs, reject_unknown_flags
 from lightning_prd._cli_inputs import CLIError, _check_path, _Source, load_set
 from lightning_prd.functional._validation import MAX_SEED
+from lightning_prd.scores import DIRECTIONS, best_index, direction_label
 
 PROG = "lightning-prd"
-#: score name -> "higher" / "lower" is better; the order of the printed table
-SCORES = {
-    "precision": "higher",
-    "recall": "higher",
-    "density": "higher",
-    "coverage": "higher",
-    "f_beta": "higher",
-    "f_inv_beta": "higher",
-    "alpha_precision": "higher",
-    "beta_recall": "higher",
-    "authenticity": "higher",
-    "frechet_distance": "lower",
-}
+#: the scores of the table, in its order, and which way each is better (one table for the package)
+SCORES = DIRECTIONS
 
 EPILOG = f"""\
 inputs:
@@ -69,8 +59,11 @@ inputs:
   With --extractor, files may also hold images [N, C, H, W] (uint8 0..255 or float 0..1).
   Features are floating point: float16/bfloat16 are read as float32 (the same scores as
   float32 files); integer and bool arrays are refused unless --extractor embeds them.
-  --json and --plot are checked before any work; missing folders are created, input files
-  are never overwritten. Bad input: exit status 1 and one line on stderr; usage: status 2.
+  --json and --plot are checked before any work; missing folders are created. They never
+  overwrite an input: the same file under another name, a hard link or a symbolic link of
+  an input, or an image of an input folder, is refused, and so is a new image file inside an
+  input folder (it would be read as a sample next time). Bad input: exit status 1 and one
+  line on stderr; usage errors (an unknown flag is named): status 2.
 
 scores (the table, and --json):
   precision, recall (k = --k-pr)  Kynkäänniemi et al. 2019
@@ -78,7 +71,9 @@ scores (the table, and --json):
   f_beta, f_inv_beta              max F_8 / F_1/8 of the PRD curve, Sajjadi et al. 2018
   alpha_precision, beta_recall,   integrated alpha/beta curves and authenticity,
   authenticity                    Alaa et al. 2022 (k = --k-dc, so beta = 1 is coverage)
-  frechet_distance                the FID formula on these features (lower is better)
+  frechet_distance                the FID formula on these features
+  The 'better' column: higher, lower (frechet_distance), or 1 is ideal (density: below 1
+  means samples in empty regions, above 1 samples piled in dense regions).
   PRD and alpha/beta appear when lightning_prd provides them and are skipped with
   --no-prd / --no-alpha-beta. The PRD clustering subsamples the larger set to the
   smaller one's size (seeded by --seed).
@@ -306,6 +301,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(table[0]), "  ".join("-" * w for w in widths), *map(line, table[1:])])
 
 
+def _direction_rows(
+    names: Sequence[str], results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]
+) -> List[List[str]]:
+    """``compare``'s last rows: which way each score is better, and which set is best by it."""
+    better = ["(better)", "", *[direction_label(k) for k in names]]
+    picks = [best_index(k, [scores.get(k, float("nan")) for _, scores, _ in results]) for k in names]
+    best = ["(best)", "", *[results[i][0] if i is not None else "-" for i in picks]]
+    return [better, best]
+
+
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
     return {
         "k_precision_recall": args.k_pr,
@@ -416,44 +421,10 @@ def _plot_format(out: Path) -> str:
     return out.suffix[1:].lower() or "png"
 
 
-def _check_outputs(args: argparse.Namespace, inputs: Sequence[str]) -> None:
-    """Fail before any work when ``--json`` / ``--plot`` cannot be written (missing folders are created)."""
-    seen: Dict[Path, str] = {}
-    for text in inputs:
-        path = Path(text).expanduser()
-        if path.is_file():
-            seen[path.resolve()] = "an input file"
-    for flag in ("--json", "--plot"):
-        text = getattr(args, flag[2:])
-        if text is None:
-            continue
-        if not text.strip():
-            raise CLIError(f"{flag}: expected a file path, but got {text!r}")
-        out = Path(text).expanduser()
-        if out.is_dir() or text.endswith(("/", os.sep)):
-            raise CLIError(f"{flag} {text}: expected a file path, but this is a directory")
-        resolved = out.resolve()
-        if resolved in seen:
-            raise CLIError(f"{flag} {text}: refusing to overwrite {seen[resolved]}")
-        seen[resolved] = f"the {flag} file"
-        parent = out.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise CLIError(f"{flag} {text}: cannot create the file, {parent} is not a directory")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise CLIError(f"{flag} {text}: cannot create the file, {parent} is not writable")
-        if out.exists() and not os.access(out, os.W_OK):
-            raise CLIError(f"{flag} {text}: the file exists and is not writable")
-        if flag == "--plot":
-            from matplotlib.figure import Figure
-
-            formats = Figure().canvas.get_supported_filetypes()
-            if _plot_format(out) not in formats:
-                raise CLIError(
-                    f"{flag} {text}: unsupported image format {out.suffix!r}; expected .png or one of "
-                    f"{', '.join('.' + f for f in sorted(formats))}"
-                )
+def _check_outputs(args: argparse.Namespace, inputs: Sequence[Tuple[str, str]]) -> None:
+    """Fail before any work when ``--json`` / ``--plot`` cannot be written or would overwrite an input
+    (see :func:`lightning_prd._cli_checks.check_outputs`; missing folders are created)."""
+    check_outputs(args, inputs, _plot_format)
 
 
 def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None:
@@ -509,7 +480,7 @@ def _run(args: argparse.Namespace) -> int:
     if len(labels) != len(fakes):
         raise CLIError(f"--labels: got {len(labels)} labels for {len(fakes)} --fake sets")
     _check_inputs([("--real", args.real), *(("--fake", p) for p in fakes)], args.extractor is not None)
-    _check_outputs(args, [args.real, *fakes])
+    _check_outputs(args, [("--real", args.real), *(("--fake", p) for p in fakes)])
     extractor = _extractor(args, device)
     real = load_set(args.real, "--real", args, extractor, device)
     _check_sizes(real, "--real", [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)], args)
@@ -540,14 +511,15 @@ def _run(args: argparse.Namespace) -> int:
     print(_header(real, sources[0] if args.command == "evaluate" else None, dim, args, scorer))
     print()
     if args.command == "evaluate":
-        print(_table(["score", "value", "better"], [[k, _fmt(v), SCORES[k]] for k, v in results[0][1].items()]))
+        rows = [[k, _fmt(v), direction_label(k)] for k, v in results[0][1].items()]
+        print(_table(["score", "value", "better"], rows))
     else:
         names = [k for k in SCORES if any(k in scores for _, scores, _ in results)]
         rows = [
             [label, str(src.num), *[_fmt(scores[k]) if k in scores else "-" for k in names]]
             for (label, scores, _), src in zip(results, sources)
         ]
-        print(_table(["fake", "M", *names], rows))
+        print(_table(["fake", "M", *names], [*rows, *_direction_rows(names, results)]))
     if args.json:
         payload: Dict[str, Any] = {
             "command": args.command,
@@ -579,6 +551,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     parser = build_parser()
     try:
+        reject_unknown_flags(build_parser, sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version and usage errors
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2

@@ -8,6 +8,7 @@ subprocess to check exit codes and that no traceback reaches stderr.
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -764,6 +765,148 @@ def test_plot_without_suffix_is_a_png_at_that_path(tmp_path):
     argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy"), "--plot", str(out)]
     assert main([*argv, "--no-prd", "--no-alpha-beta", "-q"]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "new" / "curves.png").exists()
+
+
+def _same_file_as(kind, target, where):
+    """A new name for the file ``target``: a hard link, a symbolic link, or another spelling of its path."""
+    if kind == "hard link":
+        os.link(target, where)
+        return str(where)
+    if kind == "symlink":
+        os.symlink(target, where)
+        return str(where)
+    return str(target.parent / "." / ".." / target.parent.name / target.name)  # "other spelling"
+
+
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+@pytest.mark.parametrize("kind", ["hard link", "symlink", "other spelling"])
+def test_output_that_is_an_input_under_another_name_is_refused(tmp_path, capfd, monkeypatch, flag, kind):
+    np.save(tmp_path / "real.npy", SMALL)
+    np.save(tmp_path / "fake.npy", SMALL[::-1] + 0.1)
+    for role in ("real", "fake"):
+        target = _same_file_as(kind, tmp_path / f"{role}.npy", tmp_path / f"other_{role}.npy")
+        before = (tmp_path / f"{role}.npy").read_bytes()
+        monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+        argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "fake.npy"), flag, target]
+        assert main(argv) == 1
+        out, err = capfd.readouterr()
+        _assert_one_line(err, "evaluate", f"{flag} {target}", f"refusing to overwrite an input file (--{role}")
+        assert out == "" and (tmp_path / f"{role}.npy").read_bytes() == before
+
+
+@pytest.fixture
+def image_folders(tmp_path):
+    real = _write_images(tmp_path / "imgs_r", 12, seed=1)
+    _write_images(tmp_path / "imgs_f", 12, seed=2)
+    argv = ["evaluate", "--real", str(tmp_path / "imgs_r"), "--fake", str(tmp_path / "imgs_f")]
+    return tmp_path, real, [*argv, "--extractor", "random-cnn", "--no-prd", "--no-alpha-beta", "-q"]
+
+
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+@pytest.mark.parametrize("case", ["image itself", "image in a subfolder", "hard link", "symlink"])
+def test_output_that_is_an_image_of_an_input_folder_is_refused(image_folders, capfd, monkeypatch, flag, case):
+    tmp_path, real, argv = image_folders
+    image = next(p for p in real if p.parent.name == "a") if case == "image in a subfolder" else real[0]
+    if case in ("hard link", "symlink"):
+        target = _same_file_as(case, image, tmp_path / "curves.png")
+    else:
+        target = str(image)
+    before = image.read_bytes()
+    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    assert main([*argv, flag, target]) == 1
+    out, err = capfd.readouterr()
+    _assert_one_line(err, "evaluate", f"{flag} {target}", "refusing to overwrite an input file (an image of --real")
+    assert out == "" and image.read_bytes() == before
+
+
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+@pytest.mark.parametrize("name", ["new.png", "deeper/new.JPG", "a/new.jpeg"])
+def test_new_image_inside_an_input_folder_is_refused(image_folders, capfd, monkeypatch, flag, name):
+    """It would be read as one more real (or fake) sample next time."""
+    tmp_path, _, argv = image_folders
+    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    for role in ("r", "f"):
+        target = str(tmp_path / f"imgs_{role}" / name)
+        assert main([*argv, flag, target]) == 1
+        _assert_one_line(
+            capfd.readouterr().err, "evaluate", f"{flag} {target}",
+            f"refusing to write an image into the input folder --{'real' if role == 'r' else 'fake'}",
+        )
+        assert not os.path.exists(target)
+    os.symlink(tmp_path / "imgs_r", tmp_path / "link_to_real")  # the folder reached through a link
+    target = str(tmp_path / "link_to_real" / name)
+    assert main([*argv, flag, target]) == 1
+    _assert_one_line(capfd.readouterr().err, "evaluate", "refusing to write an image into the input folder --real")
+
+
+def test_outputs_next_to_input_images_that_are_not_images_are_written(image_folders):
+    tmp_path, _, argv = image_folders
+    out, plot = tmp_path / "imgs_r" / "scores.json", tmp_path / "curves.png"
+    assert main([*argv, "--json", str(out), "--plot", str(plot)]) == 0
+    assert json.loads(out.read_text())["real"]["num_samples"] == 12  # the JSON is not an image: not an input
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--fakes", "f.npy"], "unrecognized argument --fakes; did you mean --fake?"),
+        (["--fake", "f.npy", "--jsn", "o.json"], "unrecognized argument --jsn; did you mean --json?"),
+        (["--fake", "f.npy", "--k_pr=3"], "unrecognized argument --k_pr; did you mean --k-pr?"),
+        (["--fake", "f.npy", "--zzz"], "unrecognized argument --zzz (see --help)"),
+        (
+            ["--fakes", "f.npy", "--plott", "p.png"],
+            "unrecognized arguments --fakes (did you mean --fake?), --plott (did you mean --plot?)",
+        ),
+    ],
+)
+def test_unknown_flag_is_named_with_the_closest_one(capfd, extra, message):
+    assert main(["evaluate", "--real", "r.npy", *extra]) == 2
+    out, err = capfd.readouterr()
+    _assert_one_line(err, "evaluate", message)
+    assert out == "" and "required" not in err
+
+
+def test_unknown_flag_in_subprocess_exits_2(files):
+    result = run_cli("compare", "--real", files / "real.npy", "--fakes", files / "fake.npy")
+    assert result.returncode == 2 and result.stdout == ""
+    want = "lightning-prd compare: error: unrecognized argument --fakes; did you mean --fake? (see --help)\n"
+    assert result.stderr == want
+
+
+def test_direction_column_is_right_for_every_score(files, capfd):
+    argv = ["evaluate", "--real", str(files / "real.npy"), "--fake", str(files / "fake.npy"), *FAST_PRD, "-q"]
+    assert main(argv) == 0
+    rows = {line.split()[0]: line.split(None, 2)[2] for line in capfd.readouterr().out.splitlines()[-10:]}
+    assert set(rows) == set(SCORES_ALL)
+    want = {name: "higher" for name in SCORES_ALL}
+    want.update(density="1 is ideal", frechet_distance="lower")
+    assert rows == want
+
+
+def test_compare_rows_say_which_way_is_better_and_which_set_is_best(files, arrays, capfd):
+    real, fake = arrays
+    np.save(files / "narrow.npy", 0.4 * fake)
+    np.save(files / "wide.npy", 1.6 * fake + 0.3)
+    out = files / "cmp.json"
+    argv = ["compare", "--real", str(files / "real.npy"), "--fake", str(files / "fake.npy"), str(files / "narrow.npy")]
+    assert main([*argv, str(files / "wide.npy"), "--json", str(out), *FAST_PRD, "-q"]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("fake ")).split()
+    ways = re.findall(r"higher|lower|1 is ideal", next(line for line in lines if line.startswith("(better)")))
+    better = dict(zip(header[2:], ways))
+    best = dict(zip(header[2:], next(line for line in lines if line.startswith("(best)")).split()[1:]))
+    results = json.loads(out.read_text())["results"]
+    for name in SCORES_ALL:
+        values = [r["scores"][name] for r in results]
+        if name == "density":
+            want_best, want_way = int(np.argmin(np.abs(np.array(values) - 1.0))), "1 is ideal"
+        elif name == "frechet_distance":
+            want_best, want_way = int(np.argmin(values)), "lower"
+        else:
+            want_best, want_way = int(np.argmax(values)), "higher"
+        assert best[name] == results[want_best]["label"], name
+        assert better[name] == want_way, name
 
 
 # ---------------------------------------------------------------------------- encodings of the same features

@@ -8,6 +8,7 @@ from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precisio
 from lightning_prd.functional.audit import audit_samples, filter_fake
 from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.generative import generative_metrics
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
 
@@ -19,6 +20,7 @@ __all__ = [
     "density_coverage",
     "filter_fake",
     "frechet_distance",
+    "generative_metrics",
     "prd_curve",
     "prd_f_beta",
     "prd_from_histograms",

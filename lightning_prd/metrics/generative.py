@@ -6,31 +6,8 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from torch import Tensor
 
-from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import check_int, check_min_samples, check_positive_int
-from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
-from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
-from lightning_prd.functional.frechet import frechet_distance
-from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve, prd_f_beta
-from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
-from lightning_prd.functional.uncertainty import split_spread
+from lightning_prd.functional.generative import make_plan, scores_from_plan
 from lightning_prd.metrics._base import FeatureMetric
-
-_PRD_DEFAULTS = dict(num_clusters=20, num_angles=1001, num_runs=10, seed=0, enforce_balance="subsample", beta=8)
-_AB_DEFAULTS = dict(num_alphas=30, k=5)
-
-
-def _options(value: Union[bool, Mapping[str, Any]], defaults: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
-    if value is False or value is None:
-        return None
-    if value is True:
-        return dict(defaults)
-    if isinstance(value, Mapping):
-        unknown = set(value) - set(defaults)
-        if unknown:
-            raise ValueError(f"Expected argument `{name}` to hold only {sorted(defaults)}, but got unknown keys {sorted(unknown)}")
-        return {**defaults, **value}
-    raise ValueError(f"Expected argument `{name}` to be a bool or a dict of options, but got {value!r}")
 
 
 class GenerativeMetrics(FeatureMetric):
@@ -92,88 +69,21 @@ class GenerativeMetrics(FeatureMetric):
         per_sample: bool = False,
         **kwargs: Any,
     ) -> None:
-        self.k_pr = None if k_precision_recall is None else check_positive_int(k_precision_recall, "k_precision_recall")
-        self.k_dc = None if k_density_coverage is None else check_positive_int(k_density_coverage, "k_density_coverage")
-        self.per_sample = bool(per_sample)
-        if self.per_sample and (self.k_pr is None or self.k_dc is None):
-            raise ValueError("Expected `k_precision_recall` and `k_density_coverage` to be set when `per_sample=True`")
-        self.realism = bool(realism) or self.per_sample
-        self.frechet = bool(frechet)
-        if error_bars is not None:
-            error_bars = check_int(error_bars, "error_bars", minimum=2)
-        if error_bars is not None and (self.k_pr is None or self.k_dc is None):
-            raise ValueError("Expected `k_precision_recall` and `k_density_coverage` to be set when `error_bars` is used")
-        self.error_bars = error_bars
-        self.prd = _options(prd, _PRD_DEFAULTS, "prd")
-        if self.prd is not None:
-            names = ("num_clusters", "num_angles", "num_runs", "seed", "enforce_balance")
-            self.prd.update(zip(names, check_prd_options(*(self.prd[name] for name in names))))
-            self.prd["beta"] = check_beta(self.prd["beta"])
-        self.alpha_beta = _options(alpha_beta, _AB_DEFAULTS, "alpha_beta")
-        if self.alpha_beta is not None:
-            self.alpha_beta["num_alphas"] = check_num_alphas(self.alpha_beta["num_alphas"])
-            self.alpha_beta["k"] = check_positive_int(self.alpha_beta["k"], "alpha_beta['k']")
+        self.plan = make_plan(
+            k_pr=k_precision_recall, k_dc=k_density_coverage, realism=bool(realism), authenticity=False,
+            frechet=bool(frechet), prd=prd, alpha_beta=alpha_beta, error_bars=error_bars, per_sample=bool(per_sample),
+            names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
+        )
+        self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
+        self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
+        self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
         super().__init__(**kwargs)
 
-    def _check_sizes(self, real: Tensor, fake: Tensor) -> None:
-        """Too few samples for one of the k: say which option (the engine only knows "k")."""
-        named = [("k_precision_recall", self.k_pr), ("k_density_coverage", self.k_dc)]
-        if self.alpha_beta is not None:
-            named.append(("alpha_beta['k']", self.alpha_beta["k"]))
-        if self.realism and self.k_pr is None:
-            named.append(("realism's k", 3))
-        for name, k in named:
-            if k is not None:
-                check_min_samples(real, k, "real", name)
-        if self.k_pr is not None:
-            check_min_samples(fake, self.k_pr, "fake", "k_precision_recall")
-
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
-        self._check_sizes(real, fake)
-        member = [k for k in (self.k_pr, self.k_dc) if k is not None]
-        ab = self.alpha_beta
-        out: Dict[str, Tensor] = {}
-        if member or self.realism or ab is not None:
-            dist_g = fake_centre_distance(fake) if ab is not None else None
-            res = knn_pass(
-                real, fake,
-                member_ks=member,
-                recall_ks=[self.k_pr] if self.k_pr is not None else [],
-                realism_k=(self.k_pr or 3) if self.realism else None,
-                nearest="fake" if ab is not None else False,
-                extra_real_ks=[1] if ab is not None else [],
-                fake_values=dist_g,
-                value_ks=[ab["k"]] if ab is not None else [],
-                dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=self.real_side(real),
-                shard=self.knn_shard(),
-            )
+        out, res = scores_from_plan(
+            real, fake, self.plan, dtype=self.knn_dtype, block_bytes=self.block_bytes,
+            real_cache=self.real_side(real), shard=self.knn_shard(),
+        )
+        if res is not None:
             self._real_cache = res.real
-            if self.k_pr is not None:
-                out["precision"] = precision_from_pass(res, self.k_pr)
-                out["recall"] = recall_from_pass(res, self.k_pr)
-            if self.k_dc is not None:
-                out["density"] = density_from_pass(res, self.k_dc)
-                out["coverage"] = coverage_from_pass(res, self.k_dc)
-            if self.realism:
-                out["realism"] = res.cross.realism.to(res.dtype)
-            if ab is not None:
-                out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
-            if self.per_sample:
-                out["inside_precision"] = res.cross.fake_in_real[self.k_pr]
-                out["covered"] = res.cross.real_ball_hit[self.k_dc]
-            if self.error_bars is not None:
-                spread = split_spread(
-                    real, fake, num_splits=self.error_bars, k_precision_recall=self.k_pr,
-                    k_density_coverage=self.k_dc, dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=res.real,
-                    shard=self.knn_shard(),
-                )
-                out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
-        if self.prd is not None:
-            opts = dict(self.prd)
-            beta = opts.pop("beta")
-            precision, recall = prd_curve(real, fake, **opts)
-            out["f_beta"], out["f_inv_beta"] = prd_f_beta(precision, recall, beta=beta)
-            out["prd_precision"], out["prd_recall"] = precision, recall
-        if self.frechet:
-            out["frechet_distance"] = frechet_distance(real, fake)
         return out
