@@ -507,12 +507,13 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     ``ModelCheckpoint`` the same ``every_n_epochs`` so it does not act on stale scores.
 
     **Checkpoint state**: ``history`` (one dict of plain scores per evaluation, with ``"epoch"``)
-    and ``prd_curves`` (each evaluation's PRD curve, at most 127 float16 points: ~0.5 kB per
-    epoch). A resumed run never re-evaluates an epoch already in ``history``, draws the trajectory
-    figure over every epoch and rebuilds the W&B ``Pprd_curve`` table with every epoch once.
-    TensorBoard shows each epoch once too: an epoch logged after the last checkpoint and
-    logged again by the resumed run replaces the earlier value (TensorBoard keeps the newest
-    event of a tag when a step repeats or goes back).
+    and ``prd_curves`` (each evaluation's PRD curve, at most 127 float16 points; about 0.8 kB
+    per evaluation in all). A resumed run never re-evaluates an epoch already in ``history``,
+    draws the trajectory figure over every epoch and rebuilds the W&B ``Pprd_curve`` table with
+    every epoch once. An epoch logged after the last checkpoint (a killed run) is logged again
+    by the resumed run; ``tensorboard --logdir`` (its default data server) keeps, per tag, the
+    newest event when a step repeats, so it shows each epoch once (``--load_fast=false``, the
+    older reader, shows such an epoch twice).
 
     Example:
         >>> import torch

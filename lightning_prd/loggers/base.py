@@ -28,7 +28,7 @@ COMPACT_POINTS = 127
 def compact_prd(epoch: int, precision: np.ndarray, recall: np.ndarray) -> Dict[str, Any]:
     """One epoch's PRD curve, small enough for a checkpoint: ``{"epoch": e, "prd_precision_recall":
     tensor [2, n]}`` with at most :data:`COMPACT_POINTS` evenly spread points (ends kept), precision
-    then recall, in float16 (about 3 significant digits; ~0.7 kB per epoch in a checkpoint). A
+    then recall, in float16 (about 3 significant digits; ~0.7 kB in a checkpoint). A
     tensor, not a NumPy array, so ``torch.load(weights_only=True)`` reads it.
 
     Example:
