@@ -165,7 +165,7 @@ class PRDCallbackCore:
         elif self._final_due(trainer) and fit_ends_after_epoch(trainer):
             self._evaluate(trainer, pl_module, epoch, final=True)  # before ModelCheckpoint saves this epoch
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:  # the stop was not known at epoch end
         if self._last_epoch is not None and self._final_due(trainer):
             self._evaluate(trainer, pl_module, self._last_epoch, final=True)
 
@@ -234,7 +234,8 @@ class PRDCallbackCore:
             raise
         self._real_ready = True
 
-    def _publish(self, trainer: Any, result: Mapping[str, Any], epoch: int, final: bool) -> None:
+    def _publish(self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False) -> None:
+        epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if _is_scalar(v)}
         curves = {
@@ -420,16 +421,13 @@ class PRDCallbackCore:
 class PRDCallback(PRDCallbackCore, pl.Callback):
     """Sample the model every N epochs and log precision, recall, density, coverage, PRD and α/β scores.
 
-    **When it runs.** An epoch ``e`` is due when ``(e + 1) % every_n_epochs == 0``; a due epoch is
+    **When it runs** (:mod:`lightning_prd._schedule`). An epoch due under ``every_n_epochs`` is
     scored at the end of its last validation run if it validates at its end (so ``ModelCheckpoint``
-    and ``EarlyStopping`` read fresh values), otherwise at the end of its training epoch — once,
-    never during the sanity check, only while fitting (:mod:`lightning_prd._schedule`). When the
-    fit ends (``max_epochs``, ``max_steps`` mid-epoch, ``max_time``, early stopping,
-    ``trainer.should_stop``) with weights no evaluation has seen, ``evaluate_on_train_end``
-    scores them once more, logged at the last epoch reached, with ``"final": True`` in its
-    ``history`` entry (at ``on_train_epoch_end`` when the stop is known there, before
-    ``ModelCheckpoint`` saves; otherwise at ``on_train_end``). The module is put in eval mode
-    under ``torch.no_grad()`` and every submodule's training flag is restored afterwards.
+    and ``EarlyStopping`` read fresh values), otherwise at the end of its training epoch; once,
+    never in the sanity check, only while fitting. When the fit ends on weights no evaluation has
+    seen, ``evaluate_on_train_end`` scores them once more, logged at the last epoch reached with
+    ``"final": True`` in ``history``. The module is sampled in eval mode under ``no_grad``; every
+    submodule's training flag is restored afterwards.
 
     **Fixed noise.** Each evaluation samples inside a forked RNG (torch CPU and the module's CUDA
     device, Python ``random``, NumPy) seeded with ``seed + global_rank``, so the same latent
