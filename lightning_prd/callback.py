@@ -37,9 +37,10 @@ from torch import Tensor, nn
 from torch.utils.data import DistributedSampler
 
 from lightning_prd import plotting
+from lightning_prd._schedule import fit_ends_after_epoch, fitting, is_due, validation_ends_epoch
 from lightning_prd.features.base import first_tensor
 from lightning_prd.functional._validation import check_positive_int, check_seed
-from lightning_prd.loggers.base import CURVE_KEYS, LoggerAdapter, adapter_for
+from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, adapter_for, compact_prd
 from lightning_prd.metrics.generative import GenerativeMetrics
 from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
 
@@ -83,6 +84,7 @@ class PRDCallbackCore:
         batch_size: int = 1024,
         log_images: bool = False,
         num_images: int = 16,
+        evaluate_on_train_end: bool = True,
     ) -> None:
         if isinstance(real, Tensor):
             if real.ndim < 1 or real.shape[0] == 0:
@@ -113,15 +115,21 @@ class PRDCallbackCore:
         if not isinstance(log_images, bool):
             raise TypeError(f"Expected argument `log_images` to be a bool, but got {log_images!r}")
         self.log_images = log_images
+        if not isinstance(evaluate_on_train_end, bool):
+            raise TypeError(f"Expected argument `evaluate_on_train_end` to be a bool, but got {evaluate_on_train_end!r}")
+        self.evaluate_on_train_end = evaluate_on_train_end
         self.num_images = check_positive_int(num_images, "num_images")
         self.metric = _build_metric(metric, per_sample=log_images)
         self._images: List[Tensor] = []
         #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
         self.history: List[Dict[str, float]] = []
+        #: the PRD curve of each evaluation, compact (:func:`~lightning_prd.loggers.base.compact_prd`)
+        self.prd_curves: List[Dict[str, Any]] = []
+        self._scored_step: Optional[int] = None  # global step of the last evaluation
+        self._last_epoch: Optional[int] = None  # last training epoch that ended in this fit
         #: the last ``compute()`` result, on the CPU (scalars and curves)
         self.last_result: Dict[str, Tensor] = {}
         self._real_ready = False
-        self._on_validation: Optional[bool] = None
         self._adapters: Optional[List[LoggerAdapter]] = None
         self._warned_curves = False
         self._warned_images = False
@@ -140,36 +148,49 @@ class PRDCallbackCore:
         if stage == "fit":
             self._adapters = None
             self._clear_real()
-            if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the history
-                self.history = []
-
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self._on_validation = bool(getattr(trainer, "enable_validation", False))
+            self._last_epoch = None
+            if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the state
+                self.history, self.prd_curves, self._scored_step = [], [], None
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        if self._on_validation and self._due(trainer):
-            self._evaluate(trainer, pl_module)
+        if fitting(trainer) and validation_ends_epoch(trainer) and self._due(trainer.current_epoch):
+            self._evaluate(trainer, pl_module, trainer.current_epoch)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        if self._on_validation is False and self._due(trainer):
-            self._evaluate(trainer, pl_module)
+        if not fitting(trainer):
+            return
+        epoch = self._last_epoch = int(trainer.current_epoch)
+        if self._due(epoch):
+            self._evaluate(trainer, pl_module, epoch)
+        elif self._final_due(trainer) and fit_ends_after_epoch(trainer):
+            self._evaluate(trainer, pl_module, epoch, final=True)  # before ModelCheckpoint saves this epoch
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:  # the stop was not known at epoch end
+        if self._last_epoch is not None and self._final_due(trainer):
+            self._evaluate(trainer, pl_module, self._last_epoch, final=True)
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"history": [dict(h) for h in self.history]}
+        return {
+            "history": [dict(h) for h in self.history],
+            "prd_curves": [dict(c) for c in self.prd_curves],
+            "scored_step": self._scored_step,
+        }
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         self.history = [dict(h) for h in state_dict.get("history", [])]
+        self.prd_curves = [dict(c) for c in state_dict.get("prd_curves", [])]
+        self._scored_step = state_dict.get("scored_step")
 
     # ------------------------------------------------------------------ evaluation
-    def _due(self, trainer: Any) -> bool:
-        if trainer.sanity_checking or trainer.state.fn != "fit":
-            return False
-        epoch = trainer.current_epoch
-        if (epoch + 1) % self.every_n_epochs:
-            return False
-        return all(h["epoch"] != epoch for h in self.history)  # once per epoch, and not again after a resume
+    def _due(self, epoch: int) -> bool:
+        """On the schedule and not scored yet (once per epoch, and not again after a resume)."""
+        return is_due(epoch, self.every_n_epochs) and all(h["epoch"] != epoch for h in self.history)
 
-    def _evaluate(self, trainer: Any, pl_module: Any) -> None:
+    def _final_due(self, trainer: Any) -> bool:
+        """The fit ends (or ended) with weights that no evaluation has seen."""
+        return self.evaluate_on_train_end and fitting(trainer) and self._scored_step != int(trainer.global_step)
+
+    def _evaluate(self, trainer: Any, pl_module: Any, epoch: int, final: bool = False) -> None:
         device = pl_module.device
         rank, world = trainer.global_rank, trainer.world_size
         self.metric.to(device)
@@ -200,7 +221,8 @@ class PRDCallbackCore:
             self.metric.reset()
             if getattr(self.metric, "reset_real_features", True):
                 self._real_ready = False
-        self._publish(trainer, result)
+        self._scored_step = int(trainer.global_step)
+        self._publish(trainer, result, epoch, final)
 
     def _update_real(self, device: torch.device, rank: int, world: int) -> None:
         self._check_samplers_agree(rank, world)
@@ -212,8 +234,8 @@ class PRDCallbackCore:
             raise
         self._real_ready = True
 
-    def _publish(self, trainer: Any, result: Mapping[str, Any]) -> None:
-        epoch = int(trainer.current_epoch)
+    def _publish(self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False) -> None:
+        epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if _is_scalar(v)}
         curves = {
@@ -221,7 +243,13 @@ class PRDCallbackCore:
             for k in CURVE_KEYS
             if isinstance(self.last_result.get(k), Tensor) and self.last_result[k].ndim == 1
         }
-        self.history.append({"epoch": epoch, **scalars})
+        if trainer.is_global_zero and self._adapters is None:  # before this evaluation joins the state
+            self._adapters = [adapter_for(logger, self.prefix) for logger in trainer.loggers]
+            for adapter in self._adapters:
+                adapter.restore(self.prd_curves)
+        self.history.append({"epoch": epoch, **scalars, **({"final": True} if final else {})})
+        if all(k in curves for k in PRD_KEYS):
+            self.prd_curves.append(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
         prefixed = {f"{self.prefix}{k}": v for k, v in scalars.items()}
         root = trainer.strategy.root_device
         trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
@@ -263,8 +291,6 @@ class PRDCallbackCore:
             adapter.flush()
 
     def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
-        if self._adapters is None:
-            self._adapters = [adapter_for(logger, self.prefix) for logger in trainer.loggers]
         step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
         for adapter in self._adapters:
             adapter.log_scalars(scalars, epoch, step)
@@ -395,12 +421,13 @@ class PRDCallbackCore:
 class PRDCallback(PRDCallbackCore, pl.Callback):
     """Sample the model every N epochs and log precision, recall, density, coverage, PRD and α/β scores.
 
-    Runs at the end of validation when the trainer validates (the module defines
-    ``validation_step`` and there is validation data), otherwise at the end of each training
-    epoch; on epochs ``e`` with ``(e + 1) % every_n_epochs == 0``; never during the sanity
-    check; once per epoch (with ``val_check_interval < 1``, at the first validation of the
-    epoch); only while fitting. The module is put in eval mode under ``torch.no_grad()`` and
-    every submodule's training flag is restored afterwards.
+    **When it runs** (:mod:`lightning_prd._schedule`). An epoch due under ``every_n_epochs`` is
+    scored at the end of its last validation run if it validates at its end (so ``ModelCheckpoint``
+    and ``EarlyStopping`` read fresh values), otherwise at the end of its training epoch; once,
+    never in the sanity check, only while fitting. When the fit ends on weights no evaluation has
+    seen, ``evaluate_on_train_end`` scores them once more, logged at the last epoch reached with
+    ``"final": True`` in ``history``. The module is sampled in eval mode under ``no_grad``; every
+    submodule's training flag is restored afterwards.
 
     **Fixed noise.** Each evaluation samples inside a forked RNG (torch CPU and the module's CUDA
     device, Python ``random``, NumPy) seeded with ``seed + global_rank``, so the same latent
@@ -447,6 +474,8 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             scores under ``<prefix>samples/...`` and ``<prefix>realism``. Off by default: rank 0 keeps its
             generated samples of the evaluation in CPU memory until they are logged.
         num_images: images per grid.
+        evaluate_on_train_end: score the final weights when the fit ends on weights that were
+            not scored (see *When it runs*). Every rank takes part (the metric all-gathers).
 
     Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
     ``compute()`` is logged as ``P<name>``; with the default metric:
@@ -475,9 +504,14 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     evaluations (``every_n_epochs > 1``) ``callback_metrics`` keeps the last values: give
     ``ModelCheckpoint`` the same ``every_n_epochs`` so it does not act on stale scores.
 
-    ``history`` (one dict of plain scores per evaluation, with ``"epoch"``) is the callback's
-    checkpoint state: it survives save/resume, and a resumed run never re-evaluates an epoch
-    already in it.
+    **Checkpoint state**: ``history`` (one dict of plain scores per evaluation, with ``"epoch"``)
+    and ``prd_curves`` (each evaluation's PRD curve, at most 127 float16 points; about 0.8 kB
+    per evaluation in all). A resumed run never re-evaluates an epoch already in ``history``,
+    draws the trajectory figure over every epoch and rebuilds the W&B ``Pprd_curve`` table with
+    every epoch once. An epoch logged after the last checkpoint (a killed run) is logged again
+    by the resumed run; ``tensorboard --logdir`` (its default data server) keeps, per tag, the
+    newest event when a step repeats, so it shows each epoch once (``--load_fast=false``, the
+    older reader, shows such an epoch twice).
 
     Example:
         >>> import torch

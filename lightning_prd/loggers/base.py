@@ -13,12 +13,32 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Sequence
 
 import numpy as np
+import torch
 
 from lightning_prd import plotting
 
 PRD_KEYS = ("prd_precision", "prd_recall")
 ALPHA_BETA_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
 CURVE_KEYS = PRD_KEYS + ALPHA_BETA_KEYS
+#: points kept per epoch of a PRD curve in the callback's checkpointed state and the W&B table
+#: (the TensorBoard PR-curve plugin's limit is 127 too)
+COMPACT_POINTS = 127
+
+
+def compact_prd(epoch: int, precision: np.ndarray, recall: np.ndarray) -> Dict[str, Any]:
+    """One epoch's PRD curve, small enough for a checkpoint: ``{"epoch": e, "prd_precision_recall":
+    tensor [2, n]}`` with at most :data:`COMPACT_POINTS` evenly spread points (ends kept), precision
+    then recall, in float16 (about 3 significant digits; ~0.7 kB in a checkpoint). A
+    tensor, not a NumPy array, so ``torch.load(weights_only=True)`` reads it.
+
+    Example:
+        >>> c = compact_prd(3, np.linspace(0, 1, 1001), np.linspace(1, 0, 1001))
+        >>> c["epoch"], c["prd_precision_recall"].dtype, tuple(c["prd_precision_recall"].shape)
+        (3, torch.float16, (2, 127))
+    """
+    keep = plotting.downsample(len(precision), COMPACT_POINTS)
+    both = np.stack([np.asarray(precision, dtype=np.float64)[keep], np.asarray(recall, dtype=np.float64)[keep]])
+    return {"epoch": int(epoch), "prd_precision_recall": torch.from_numpy(both).to(torch.float16)}
 
 
 class LoggerAdapter:
@@ -42,6 +62,10 @@ class LoggerAdapter:
 
     def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
         """Log the curves of one evaluation and the trajectory of ``history`` (all evaluations so far)."""
+
+    def restore(self, prd_curves: Sequence[Mapping[str, Any]]) -> None:
+        """Called once before this fit's first evaluation is logged, with the compact PRD curves
+        (:func:`compact_prd`) of the evaluations restored from a checkpoint. Default: nothing."""
 
     def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
         """Log image grids (``[H, W, 3]`` in [0, 1]) and histograms of per-sample values. Default: nothing."""

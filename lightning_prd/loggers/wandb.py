@@ -8,7 +8,10 @@ What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix
 * ``Pprd_curve``: ``wandb.plot.line`` over ONE long-format ``wandb.Table`` (columns ``epoch``,
   ``recall``, ``precision``) that accumulates every evaluated epoch, one line per epoch
   (``stroke="epoch"``). A custom chart shows only its latest table, hence the accumulation.
-  Each epoch keeps at most 127 points of the PRD curve so the table stays small;
+  Each epoch keeps the callback's compact curve (:func:`~lightning_prd.loggers.base.compact_prd`:
+  at most 127 points, float16) so the table stays small; after a resume the rows of the
+  restored epochs are rebuilt from the checkpoint (:meth:`WandbAdapter.restore`), so the table
+  again holds every epoch once, with the values an uninterrupted run logs;
 * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` as ``wandb.Image``.
 
 Everything of one evaluation goes into one ``run.log`` call (one W&B step).
@@ -20,11 +23,11 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from lightning_prd.loggers.base import LoggerAdapter, build_figures, has_prd
-from lightning_prd.plotting import downsample, figure_to_array
+from lightning_prd.loggers.base import COMPACT_POINTS, LoggerAdapter, build_figures, compact_prd, has_prd
+from lightning_prd.plotting import figure_to_array
 
 #: points per epoch kept in the accumulated PRD table
-TABLE_POINTS = 127
+TABLE_POINTS = COMPACT_POINTS
 #: scores where lower is better (summary ``min``)
 LOWER_IS_BETTER = ("frechet_distance",)
 
@@ -53,6 +56,9 @@ class WandbAdapter(LoggerAdapter):
         run.define_metric(key, **kwargs)
         self._defined.add(key)
 
+    def restore(self, prd_curves: Sequence[Mapping[str, Any]]) -> None:
+        self._rows = [row for curve in prd_curves for row in _rows_of(curve)]
+
     def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
         run = self.logger.experiment
         for key in metrics:
@@ -67,9 +73,8 @@ class WandbAdapter(LoggerAdapter):
         run = self.logger.experiment
         payload: Dict[str, Any] = {}
         if has_prd(curves):
-            precision, recall = np.asarray(curves["prd_precision"]), np.asarray(curves["prd_recall"])
-            for i in downsample(len(precision), TABLE_POINTS):
-                self._rows.append([int(epoch), float(recall[i]), float(precision[i])])
+            self._rows = [r for r in self._rows if r[0] != int(epoch)]  # one line per epoch
+            self._rows += _rows_of(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
             table = wandb.Table(columns=["epoch", "recall", "precision"], data=self._rows)
             payload[f"{self.prefix}prd_curve"] = wandb.plot.line(
                 table, "recall", "precision", stroke="epoch", title="PRD curve by epoch"
@@ -93,3 +98,10 @@ class WandbAdapter(LoggerAdapter):
         if self._pending:
             self.logger.experiment.log(self._pending)
             self._pending = {}
+
+
+def _rows_of(curve: Mapping[str, Any]) -> List[List[float]]:
+    """Table rows ``[epoch, recall, precision]`` of one compact PRD curve."""
+    epoch = int(curve["epoch"])
+    precision, recall = curve["prd_precision_recall"].double().tolist()
+    return [[epoch, r, p] for r, p in zip(recall, precision)]
