@@ -183,9 +183,12 @@ def knob_conclusions(trade: Dict[str, Dict[str, float]], scales=SCALES, base: fl
         elif "stays" in moves.values():
             verdict = f"precision {moves['precision']}, recall {moves['recall']}"
         else:
-            verdict = ("precision bought with recall" if moves["precision"] == "rises" else "recall bought with precision")
-        lines.append(f"     scale {base:g} -> {end:g}: precision {at(base, 'precision'):.3f} -> {at(end, 'precision'):.3f}, "
-                     f"recall {at(base, 'recall'):.3f} -> {at(end, 'recall'):.3f}: {verdict}")
+            rises = moves["precision"] == "rises"
+            verdict = "precision bought with recall" if rises else "recall bought with precision"
+        p0, p1, r0, r1 = at(base, "precision"), at(end, "precision"), at(base, "recall"), at(end, "recall")
+        lines.append(
+            f"     scale {base:g} -> {end:g}: precision {p0:.3f} -> {p1:.3f}, recall {r0:.3f} -> {r1:.3f}: {verdict}"
+        )
     return lines
 
 
@@ -231,7 +234,9 @@ def run_name(logdir: str, given: Optional[str], default: str) -> str:
 
     if given is not None:
         if not given.strip("/ ") or given.startswith("/") or ".." in given.split("/"):
-            raise ValueError(f"Expected argument `--name` to be a relative path like gan_ring/baseline, but got {given!r}")
+            raise ValueError(
+                f"Expected argument `--name` to be a relative path like gan_ring/baseline, but got {given!r}"
+            )
         if taken(given):
             raise ValueError(f"Expected argument `--name` to name a new run, but {os.path.join(logdir, given)} "
                              "already holds one (choose another --name or delete it)")
@@ -305,10 +310,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     gan, bad = rows["trained GAN"], rows["collapsed (2 of 8 modes)"]
     print("\ncollapsed vs trained GAN: precision {:.2f} vs {:.2f}, recall {:.2f} vs {:.2f}, coverage {:.2f} vs {:.2f}".format(
         bad["precision"], gan["precision"], bad["recall"], gan["recall"], bad["coverage"], gan["coverage"]))
-    word = {True: "higher", False: "lower"}
-    print(f"  -> the collapsed sampler (2 of 8 modes by construction) scores {word[bad['precision'] > gan['precision']]} "
-          f"precision, {word[bad['recall'] > gan['recall']]} recall and {word[bad['coverage'] > gan['coverage']]} "
-          "coverage than the trained GAN")
+    word = {k: "higher" if bad[k] > gan[k] else "lower" if bad[k] < gan[k] else "the same" for k in gan}
+    print(f"  -> the collapsed sampler (2 of 8 modes by construction) scores {word['precision']} precision, "
+          f"{word['recall']} recall and {word['coverage']} coverage than the trained GAN")
     print_table("Truncation-style knob: sample(n, latent_scale=s) draws z ~ s * N(0, I)", trade,
                 keys=[k for k in ("precision", "recall", "density", "coverage", "f_inv_beta", "f_beta") if k in gan])
     print("\n".join(knob_conclusions(trade)))

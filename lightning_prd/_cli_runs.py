@@ -18,7 +18,8 @@ Example:
     --------  -----------  -----  ------  ------  -----  ------  ------  -----
     baseline  tensorboard  3      0.5000  0.6000  1      0.9000  0.9000  2
     <BLANKLINE>
-    last: the value at the run's last evaluation; best: the highest value and its epoch (density: the closest to 1; frechet_distance: the lowest)
+    last: the value at the run's last evaluation; best: the highest value and the epoch of it
+    (density: the value closest to 1; frechet_distance: the lowest)
     0
 """
 
@@ -86,14 +87,19 @@ def _fmt(value: Any) -> str:
 def format_table(runs: Sequence[Run], names: Sequence[str]) -> str:
     """The table: run, source, number of evaluations, then ``last``, ``best``, ``epoch`` per score."""
     summaries = [r.summary() for r in runs]
-    columns: List[List[str]] = [["run"] + [r.label for r in runs], ["source"] + [r.source for r in runs],
-                                ["evals"] + [str(max(len(p) for p in r.scores.values())) for r in runs]]
+    columns: List[List[str]] = [
+        ["run"] + [r.label for r in runs],
+        ["source"] + [r.source for r in runs],
+        ["evals"] + [str(max(len(p) for p in r.scores.values())) for r in runs],
+    ]
     groups = ["", "", ""]
     for name in names:
         cells = [s.get(name) for s in summaries]
-        columns += [["last"] + [_fmt(c["last"]) if c else "-" for c in cells],
-                    ["best"] + [_fmt(c["best"]) if c else "-" for c in cells],
-                    ["epoch"] + [str(c["best_epoch"]) if c and c["best_epoch"] is not None else "-" for c in cells]]
+        columns += [
+            ["last"] + [_fmt(c["last"]) if c else "-" for c in cells],
+            ["best"] + [_fmt(c["best"]) if c else "-" for c in cells],
+            ["epoch"] + [str(c["best_epoch"]) if c and c["best_epoch"] is not None else "-" for c in cells],
+        ]
         groups += [name, "", ""]
     widths = [max(len(x) for x in col) for col in columns]
     for i in range(3, len(columns), 3):  # a score's name must fit over its three columns
@@ -106,8 +112,10 @@ def format_table(runs: Sequence[Run], names: Sequence[str]) -> str:
     return "\n".join(rows)
 
 
-LEGEND = ("last: the value at the run's last evaluation; best: the highest value and its epoch "
-          "(density: the closest to 1; frechet_distance: the lowest)")
+LEGEND = (
+    "last: the value at the run's last evaluation; best: the highest value and the epoch of it\n"
+    "(density: the value closest to 1; frechet_distance: the lowest)"
+)
 
 
 def _check_outputs(args: argparse.Namespace, runs: Sequence[Run]) -> None:
@@ -137,8 +145,10 @@ def _check_outputs(args: argparse.Namespace, runs: Sequence[Run]) -> None:
 
             formats = Figure().canvas.get_supported_filetypes()
             if (out.suffix[1:].lower() or "png") not in formats:
-                raise RunsError(f"{flag} {text}: unsupported image format {out.suffix!r}; expected .png or one of "
-                                f"{', '.join('.' + f for f in sorted(formats))}")
+                raise RunsError(
+                    f"{flag} {text}: unsupported image format {out.suffix!r}; expected .png or one of "
+                    f"{', '.join('.' + f for f in sorted(formats))}"
+                )
         chosen[flag] = str(out)
 
 
@@ -153,6 +163,7 @@ def _write(path: str, flag: str, write: Any) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``lightning-prd runs``; errors are raised (the caller prints one line)."""
+
     def warn(message: str) -> None:
         print(f"lightning-prd runs: warning: {message}", file=sys.stderr)
 
@@ -162,7 +173,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.scores:
         unknown = [n for n in args.scores if n not in available]
         if unknown:
-            raise RunsError(f"--scores {' '.join(unknown)}: not logged by these runs; available: {', '.join(available)}")
+            raise RunsError(
+                f"--scores {' '.join(unknown)}: not logged by these runs; available: {', '.join(available)}"
+            )
         names = list(args.scores)
     _check_outputs(args, runs)
     print(format_table(runs, names))
@@ -176,9 +189,14 @@ def run_command(args: argparse.Namespace) -> int:
             "version": _version(),
             "prefix": args.prefix,
             "runs": [
-                {"label": r.label, "path": r.path, "source": r.source, "files": r.files,
-                 "scores": {n: s for n, s in r.summary().items() if n in names},
-                 "history": {n: [[e, v] for e, v in r.scores[n]] for n in names if n in r.scores}}
+                {
+                    "label": r.label,
+                    "path": r.path,
+                    "source": r.source,
+                    "files": r.files,
+                    "scores": {n: s for n, s in r.summary().items() if n in names},
+                    "history": {n: [[e, v] for e, v in r.scores[n]] for n in names if n in r.scores},
+                }
                 for r in runs
             ],
         }

@@ -195,11 +195,13 @@ def plot_runs(runs: Mapping[str, Mapping[str, Sequence[Tuple[int, float]]]], *, 
     from matplotlib.ticker import MaxNLocator
 
     from lightning_prd.scores import direction
+
     names = list(panels)
     rows = (len(names) + 1) // 2
-    mosaic = [["trajectory"] + names[2 * r: 2 * r + 2] + ["."] * (2 - len(names[2 * r: 2 * r + 2])) for r in range(rows)]
+    mosaic = [["trajectory", *names[2 * r : 2 * r + 2]] for r in range(rows)]
+    mosaic = [row + ["."] * (3 - len(row)) for row in mosaic] or [["trajectory"]]
     fig = Figure(figsize=(13, 3.3 * max(rows, 2)), dpi=100, layout="constrained")
-    axes = fig.subplot_mosaic(mosaic or [["trajectory"]])
+    axes = fig.subplot_mosaic(mosaic)
     traj = axes["trajectory"]
     for i, (label, scores) in enumerate(runs.items()):
         colour = f"C{i % 10}"
@@ -208,18 +210,22 @@ def plot_runs(runs: Mapping[str, Mapping[str, Sequence[Tuple[int, float]]]], *, 
         if epochs:
             xs, ys = [recall[e] for e in epochs], [precision[e] for e in epochs]
             traj.plot(xs, ys, color=colour, linewidth=1.2, marker=".", markersize=4, label=label)
-            traj.plot(xs[0], ys[0], "o", markersize=9, markerfacecolor="none", markeredgecolor=colour, markeredgewidth=1.5)
+            traj.plot(xs[0], ys[0], "o", markersize=9, markerfacecolor="none", markeredgecolor=colour, mew=1.5)
             traj.plot(xs[-1], ys[-1], "s", markersize=8, color=colour)
         for name in names:
             points = scores.get(name, [])
             if points:
-                axes[name].plot([e for e, _ in points], [v for _, v in points], color=colour, marker=".", markersize=4,
-                                linewidth=1.2, label=label)
+                epochs_, values = [e for e, _ in points], [v for _, v in points]
+                axes[name].plot(epochs_, values, color=colour, marker=".", markersize=4, linewidth=1.2, label=label)
     top = max([1.0] + [v for s in runs.values() for _, v in s.get("precision", [])])
-    traj.set(xlim=(0, 1.02), ylim=(0, 1.02 * top), xlabel="recall", ylabel="precision", title="precision–recall over epochs")
+    traj.set(xlim=(0, 1.02), ylim=(0, 1.02 * top), xlabel="recall", ylabel="precision")
+    traj.set_title("precision–recall over epochs")
     handles, _ = traj.get_legend_handles_labels()
-    handles += [Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", markeredgecolor="0.3", label="first epoch"),
-                Line2D([], [], linestyle="none", marker="s", color="0.3", label="last epoch")]
+    grey = {"linestyle": "none", "markeredgecolor": "0.3"}
+    handles += [
+        Line2D([], [], marker="o", markerfacecolor="none", label="first epoch", **grey),
+        Line2D([], [], marker="s", markerfacecolor="0.3", label="last epoch", **grey),
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize="small")
     traj.grid(alpha=0.3)
     for name in names:

@@ -147,7 +147,7 @@ def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float
     scores: Dict[str, Dict[int, float]] = {}
     for tag in tags:
         if tag.startswith(prefix):
-            per_epoch = scores.setdefault(tag[len(prefix):], {})
+            per_epoch = scores.setdefault(tag[len(prefix) :], {})
             for event in acc.Scalars(tag):  # in file order: a re-logged epoch keeps its last value
                 per_epoch[int(event.step)] = float(event.value)
     return scores, tags
@@ -166,11 +166,13 @@ def _read_csv(file: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List
                 line = reader.line_num
                 epoch = _number(row.get("epoch"), file, line, "epoch")
                 if epoch is None or epoch != int(epoch) or epoch < 0:
-                    raise RunsError(f"{file} line {line}: expected a non-negative integer in column 'epoch' next to "
-                                    f"the {prefix} scores, but got {row.get('epoch')!r}")
+                    raise RunsError(
+                        f"{file} line {line}: expected a non-negative integer in column 'epoch' next to "
+                        f"the {prefix} scores, but got {row.get('epoch')!r}"
+                    )
                 for column, text in cells.items():
                     value = _number(text, file, line, column)
-                    scores.setdefault(column[len(prefix):], {})[int(epoch)] = value  # type: ignore[assignment]
+                    scores.setdefault(column[len(prefix) :], {})[int(epoch)] = value  # type: ignore[assignment]
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise RunsError(f"{file}: cannot read the file as CSV: {getattr(err, 'strerror', None) or err}") from err
     return scores, columns
@@ -233,8 +235,10 @@ def discover(directories: Sequence[str]) -> Tuple[List[Tuple[str, str, List[str]
     if not runs:
         where = " ".join(directories)
         if wandb_dirs:
-            raise RunsError(f"{where}: only W&B offline runs found ({wandb_dirs[0]}); wandb's Python API cannot read "
-                            "offline runs: log with a CSVLogger next to the WandbLogger, or `wandb sync` them")
+            raise RunsError(
+                f"{where}: only W&B offline runs found ({wandb_dirs[0]}); wandb's Python API cannot read "
+                "offline runs: log with a CSVLogger next to the WandbLogger, or `wandb sync` them"
+            )
         raise RunsError(f"{where}: no run found (no TensorBoard event files, no metrics.csv at or below it)")
     return runs, wandb_dirs
 
@@ -258,12 +262,18 @@ def load_runs(directories: Sequence[str], prefix: str = "prd/", warn: Any = None
                 raise
             skipped.append(str(err))
     if not runs:
-        raise RunsError(skipped[0] if len(skipped) == 1 else f"{' '.join(directories)}: no run holds {prefix!r} "
-                        f"scores ({len(skipped)} runs found, e.g. {skipped[0]})")
+        raise RunsError(
+            skipped[0]
+            if len(skipped) == 1
+            else f"{' '.join(directories)}: no run holds {prefix!r} "
+            f"scores ({len(skipped)} runs found, e.g. {skipped[0]})"
+        )
     if warn is not None:
         for message in skipped:
             warn(f"skipped {message}")
         if wandb_dirs:
-            warn(f"skipped {len(wandb_dirs)} W&B offline run(s), e.g. {wandb_dirs[0]}: wandb's Python API cannot "
-                 "read offline runs")
+            warn(
+                f"skipped {len(wandb_dirs)} W&B offline run(s), e.g. {wandb_dirs[0]}: wandb's Python API cannot "
+                "read offline runs"
+            )
     return runs

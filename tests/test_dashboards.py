@@ -32,11 +32,12 @@ def test_custom_scalars_has_one_chart_per_score_then_the_groups():
     assert [t[0] for t in tags][:4] == ["^prd/precision$", "^prd/recall$", "^prd/density$", "^prd/coverage$"]
     assert "^prd/frechet_distance$" in [t[0] for t in tags]
     assert "density (1 is ideal)" in per_score and "frechet_distance (lower is better)" in per_score
-    assert groups["precision, recall, density, coverage"][1] == [f"^prd/{n}$" for n in
-                                                                  ("precision", "recall", "density", "coverage")]
+    assert groups["precision, recall, density, coverage"][1] == [
+        f"^prd/{n}$" for n in ("precision", "recall", "density", "coverage")
+    ]
     for chart in list(per_score.values()) + list(groups.values()):  # every pattern matches exactly one tag
         for pattern in chart[1]:
-            name = pattern[len("^prd/"):-1]
+            name = pattern[len("^prd/") : -1]
             assert re.match(pattern, f"prd/{name}") and not re.match(pattern, f"prd/{name}_std")
     assert list(custom_scalars_layout("gen/")) == ["gen/", "gen/ per run"]  # the prefix is escaped and used
     assert custom_scalars_layout("a.b/")["a.b/"]["precision (higher is better)"][1] == [r"^a\.b/precision$"]
@@ -70,7 +71,7 @@ def test_trajectory_labels_on_a_spread_path_are_every_kth_and_apart():
     steps = {b - a for a, b in zip(epochs[:-2], epochs[1:-1])}
     assert len(steps) == 1  # every k-th epoch between first and last
     points = [xy for _, xy in labels]
-    gaps = [math.dist(p, q) for i, p in enumerate(points) for q in points[i + 1:]]
+    gaps = [math.dist(p, q) for i, p in enumerate(points) for q in points[i + 1 :]]
     assert min(gaps) >= 0.05
 
 
@@ -83,10 +84,18 @@ def test_label_indices_edge_cases():
 # ---------------------------------------------------------------------------------- run comparison figure
 def test_plot_runs_draws_every_run_in_every_panel():
     runs = {
-        "a": {"precision": [(0, 0.1), (1, 0.5), (2, 0.7)], "recall": [(0, 0.2), (1, 0.4), (2, 0.9)],
-              "density": [(0, 0.3), (1, 1.4), (2, 1.1)], "coverage": [(0, 0.1), (1, 0.3), (2, 0.5)]},
-        "b": {"precision": [(0, 0.2), (1, 0.6)], "recall": [(0, 0.1), (1, 0.3)],
-              "density": [(0, 0.5), (1, 0.9)], "coverage": [(0, 0.2), (1, 0.4)]},
+        "a": {
+            "precision": [(0, 0.1), (1, 0.5), (2, 0.7)],
+            "recall": [(0, 0.2), (1, 0.4), (2, 0.9)],
+            "density": [(0, 0.3), (1, 1.4), (2, 1.1)],
+            "coverage": [(0, 0.1), (1, 0.3), (2, 0.5)],
+        },
+        "b": {
+            "precision": [(0, 0.2), (1, 0.6)],
+            "recall": [(0, 0.1), (1, 0.3)],
+            "density": [(0, 0.5), (1, 0.9)],
+            "coverage": [(0, 0.2), (1, 0.4)],
+        },
     }
     fig = plot_runs(runs)
     traj, *panels = fig.axes
@@ -95,9 +104,16 @@ def test_plot_runs_draws_every_run_in_every_panel():
     assert len(traj.lines) == 6
     start, end = traj.lines[1], traj.lines[2]
     assert start.get_marker() == "o" and start.get_markerfacecolor() == "none" and end.get_marker() == "s"
-    assert (start.get_xdata()[0], start.get_ydata()[0]) == (0.2, 0.1) and (end.get_xdata()[0], end.get_ydata()[0]) == (0.9, 0.7)
+    assert (start.get_xdata()[0], start.get_ydata()[0]) == (0.2, 0.1) and (end.get_xdata()[0], end.get_ydata()[0]) == (
+        0.9,
+        0.7,
+    )
     assert [ax.get_title() for ax in panels] == [
-        "precision (higher is better)", "recall (higher is better)", "density (1 is ideal)", "coverage (higher is better)"]
+        "precision (higher is better)",
+        "recall (higher is better)",
+        "density (1 is ideal)",
+        "coverage (higher is better)",
+    ]
     for ax, name in zip(panels, ("precision", "recall", "density", "coverage")):
         run_lines = [line for line in ax.lines if line.get_label() in runs]
         assert [line.get_label() for line in run_lines] == ["a", "b"]
@@ -116,11 +132,21 @@ def test_readme_checkpoint_recipe_writes_flat_file_names(tmp_path):
     real = torch.randn(200, 2, generator=torch.Generator().manual_seed(1))
     prd = PRDCallback(real, num_samples=200, log_curves=False)
     best = ModelCheckpoint(
-        dirpath=tmp_path / "ckpt", monitor="prd/coverage", mode="max", save_top_k=-1,
-        filename="epoch{epoch}-coverage{prd/coverage:.3f}", auto_insert_metric_name=False,
+        dirpath=tmp_path / "ckpt",
+        monitor="prd/coverage",
+        mode="max",
+        save_top_k=-1,
+        filename="epoch{epoch}-coverage{prd/coverage:.3f}",
+        auto_insert_metric_name=False,
     )
-    trainer = pl.Trainer(max_epochs=3, callbacks=[prd, best], logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        max_epochs=3,
+        callbacks=[prd, best],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(Moving())
     entries = sorted(os.listdir(tmp_path / "ckpt"))
     assert all(os.path.isfile(tmp_path / "ckpt" / e) for e in entries)  # no sub-folder from the "/" in the key

@@ -25,8 +25,15 @@ def _example():
 
 def _run(*args, cwd):
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, EXAMPLE, "--fast", *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, EXAMPLE, "--fast", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
     return proc
 
 
@@ -36,7 +43,7 @@ def _epoch_table(stdout):
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["epoch", "precision"])
     header = lines[start].split()
     rows = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         cells = line.split()
         if not cells or not cells[0].isdigit():
             break

@@ -28,8 +28,11 @@ pytestmark = pytest.mark.filterwarnings(
 REAL = torch.randn(200, 2, generator=torch.Generator().manual_seed(0))
 SCORES = ["precision", "recall", "density", "coverage", "frechet_distance"]
 BEST = {
-    "precision": max, "recall": max, "coverage": max,
-    "frechet_distance": min, "density": lambda vs: min(vs, key=lambda v: abs(v - 1)),
+    "precision": max,
+    "recall": max,
+    "coverage": max,
+    "frechet_distance": min,
+    "density": lambda vs: min(vs, key=lambda v: abs(v - 1)),
 }
 
 
@@ -50,8 +53,13 @@ def _fit(root, version, scales, offsets):
     loggers = [TensorBoardLogger(root, name="tb", version=version), CSVLogger(root, name="csv", version=version)]
     cb = PRDCallback(REAL, num_samples=200)
     trainer = pl.Trainer(
-        max_epochs=len(scales), logger=loggers, callbacks=[cb], enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=1,
+        max_epochs=len(scales),
+        logger=loggers,
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
     )
     trainer.fit(Shifted(scales, offsets))
     return cb.history
@@ -92,7 +100,7 @@ def _table_rows(text):
             break
         cells = line.split()
         label, rest = cells[0], cells[3:]
-        rows[label] = {g: rest[3 * i: 3 * i + 3] for i, g in enumerate(groups)}
+        rows[label] = {g: rest[3 * i : 3 * i + 3] for i, g in enumerate(groups)}
     return groups, rows
 
 
@@ -212,12 +220,15 @@ def test_wandb_offline_runs_are_named_as_unreadable(tmp_path, capsys):
 def test_outputs_never_overwrite_a_run_file(two_runs, tmp_path, capsys):
     root, _ = two_runs
     (event,) = glob.glob(str(root / "tb" / "a" / "events.out.tfevents.*"))[:1]
-    before = open(event, "rb").read()
+    with open(event, "rb") as fh:
+        before = fh.read()
     _fails(["runs", str(root / "tb"), "--json", event], capsys, "refusing to overwrite", "events.out.tfevents")
     link = tmp_path / "link.png"
     os.link(root / "csv" / "a" / "metrics.csv", link)  # another name of an input file
     _fails(["runs", str(root / "csv"), "--plot", str(link)], capsys, "refusing to overwrite", "metrics.csv")
-    assert open(event, "rb").read() == before and (root / "csv" / "a" / "metrics.csv").read_text().startswith("epoch")
+    with open(event, "rb") as fh:
+        assert fh.read() == before
+    assert (root / "csv" / "a" / "metrics.csv").read_text().startswith("epoch")
     _fails(["runs", str(root / "tb"), "--json", str(tmp_path)], capsys, "directory")
     _fails(["runs", str(root / "tb"), "--plot", str(tmp_path / "x.unknown")], capsys, "unsupported image format")
     same = str(tmp_path / "same")

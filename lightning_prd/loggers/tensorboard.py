@@ -52,7 +52,10 @@ def custom_scalars_layout(prefix: str) -> Dict[str, Dict[str, List[Any]]]:
         >>> layout["prd/"]["density (1 is ideal)"]
         ['Multiline', ['^prd/density$']]
     """
-    tag = lambda n: f"^{re.escape(prefix)}{n}$"  # noqa: E731
+
+    def tag(name: str) -> str:
+        return f"^{re.escape(prefix)}{name}$"
+
     per_score = {f"{n} ({how_to_read(n)})": ["Multiline", [tag(n)]] for n in DIRECTIONS}
     groups = {title: ["Multiline", [tag(n) for n in names]] for title, names in _GROUPS.items()}
     return {prefix: per_score, f"{prefix} per run": groups}
