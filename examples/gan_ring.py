@@ -145,23 +145,33 @@ EPOCH_LEGEND = """\
 
 
 def frechet_blind_spot(history: List[Dict[str, float]], gap: float = 0.2) -> str:
-    """One line on the pair of epochs where the Fréchet distance and precision disagree most.
+    """One line on where the Fréchet distance and precision disagree, computed from ``history``.
 
-    Looks for epochs ``a`` and ``b`` with a lower Fréchet distance at ``a`` but precision lower by at
-    least ``gap`` at ``a``: the Fréchet distance ranks ``a`` better although fewer of its samples
-    lie near real data. Returns the pair with the largest precision difference, or a line saying
-    no such pair exists.
+    First choice: epochs ``a`` and ``b`` with a lower Fréchet distance at ``a`` but precision lower
+    by at least ``gap`` at ``a`` (the pair with the largest precision difference): the Fréchet
+    distance ranks ``a`` better although fewer of its samples lie near real data. Otherwise, the
+    epoch with the run's lowest Fréchet distance when its precision is below 0.5 (most of its
+    samples outside every real k-NN ball). Otherwise a line saying neither happened.
     """
     rows = [h for h in history if "frechet_distance" in h and "precision" in h]
+    if not rows:
+        return ""
     pairs = [(b["precision"] - a["precision"], a, b) for a in rows for b in rows
              if a["frechet_distance"] < b["frechet_distance"] and b["precision"] - a["precision"] >= gap]
-    if not pairs:
-        return f"  no epoch had a lower Fréchet distance than another epoch and a precision lower by {gap} or more"
-    _, a, b = max(pairs, key=lambda t: t[0])
-    return (f"  Fréchet blind spot: epoch {a['epoch']} has a lower Fréchet distance than epoch {b['epoch']} "
-            f"({a['frechet_distance']:.4f} vs {b['frechet_distance']:.4f}) but precision {a['precision']:.3f} vs "
-            f"{b['precision']:.3f}:\n  FID ranks epoch {a['epoch']} better although fewer of its samples lie "
-            "near real data")
+    if pairs:
+        _, a, b = max(pairs, key=lambda t: t[0])
+        return (f"  Fréchet blind spot: epoch {a['epoch']} has a lower Fréchet distance than epoch {b['epoch']} "
+                f"({a['frechet_distance']:.4f} vs {b['frechet_distance']:.4f}) but precision {a['precision']:.3f} vs "
+                f"{b['precision']:.3f}:\n  FID ranks epoch {a['epoch']} better although fewer of its samples lie "
+                "near real data")
+    low = min(rows, key=lambda h: h["frechet_distance"])
+    first = rows[0]
+    if low["precision"] < 0.5 and low is not first:
+        return (f"  Fréchet blind spot: the run's lowest Fréchet distance, {low['frechet_distance']:.4f} at epoch "
+                f"{low['epoch']} (epoch {first['epoch']}: {first['frechet_distance']:.4f}), comes with precision "
+                f"{low['precision']:.3f}:\n  most of that epoch's samples lie outside every real sample's k-NN ball")
+    return (f"  no epoch had a lower Fréchet distance than another and a precision lower by {gap} or more, "
+            "and the lowest Fréchet distance came with precision 0.5 or more")
 
 
 def knob_conclusions(trade: Dict[str, Dict[str, float]], scales=SCALES, base: float = 1.0) -> List[str]:
