@@ -13,10 +13,13 @@ the second. This script:
 3. sweeps the latent scale ("truncation"): narrow latent codes give typical samples (precision
    up) from fewer modes (recall down), wide ones reach further but off the ring.
 
-Run::
+Each run logs to ``<logdir>/<name>`` (default ``runs/gan_ring/seed0_epochs50``), so runs with
+other settings sit side by side. Run::
 
-    python examples/gan_ring.py                 # about a minute on 2 CPU cores
+    python examples/gan_ring.py                 # logs to runs/gan_ring/seed0_epochs50
+    python examples/gan_ring.py --seed 1        # logs to runs/gan_ring/seed1_epochs50
     python examples/gan_ring.py --fast          # a few seconds (smoke test)
+    lightning-prd runs runs/gan_ring --plot runs.png   # the runs side by side
     tensorboard --logdir runs                   # then open http://localhost:6006
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 import warnings
 from typing import Dict, List, Optional
@@ -127,6 +131,76 @@ class ScoreTable(pl.Callback):
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._print(trainer)
 
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._print(trainer)
+        if self.printed:
+            print(EPOCH_LEGEND)
+
+
+EPOCH_LEGEND = """\
+  precision, density: fidelity (share of samples near real data; density: 1 is ideal, above 1 piles into dense
+  regions); recall, coverage: diversity (share of real data the samples reach); f_inv_beta = F_1/8 and
+  f_beta = F_8 of the PRD curve (precision- and recall-weighted); frechet_distance: the FID formula on these
+  2-D points (lower is better); loss/d, loss/g: the discriminator's and generator's mean training losses"""
+
+
+def frechet_blind_spot(history: List[Dict[str, float]], gap: float = 0.2) -> str:
+    """One line on where the Fréchet distance and precision disagree, computed from ``history``.
+
+    First choice: epochs ``a`` and ``b`` with a lower Fréchet distance at ``a`` but precision lower
+    by at least ``gap`` at ``a`` (the pair with the largest precision difference): the Fréchet
+    distance ranks ``a`` better although fewer of its samples lie near real data. Otherwise, the
+    epoch with the run's lowest Fréchet distance when its precision is below 0.5 (most of its
+    samples outside every real k-NN ball). Otherwise a line saying neither happened.
+    """
+    rows = [h for h in history if "frechet_distance" in h and "precision" in h]
+    if not rows:
+        return ""
+    pairs = [(b["precision"] - a["precision"], a, b) for a in rows for b in rows
+             if a["frechet_distance"] < b["frechet_distance"] and b["precision"] - a["precision"] >= gap]
+    if pairs:
+        _, a, b = max(pairs, key=lambda t: t[0])
+        return (f"  Fréchet blind spot: epoch {a['epoch']} has a lower Fréchet distance than epoch {b['epoch']} "
+                f"({a['frechet_distance']:.4f} vs {b['frechet_distance']:.4f}) but precision {a['precision']:.3f} vs "
+                f"{b['precision']:.3f}:\n  FID ranks epoch {a['epoch']} better although fewer of its samples lie "
+                "near real data")
+    low = min(rows, key=lambda h: h["frechet_distance"])
+    first = rows[0]
+    if low["precision"] < 0.5 and low is not first:
+        return (f"  Fréchet blind spot: the run's lowest Fréchet distance, {low['frechet_distance']:.4f} at epoch "
+                f"{low['epoch']} (epoch {first['epoch']}: {first['frechet_distance']:.4f}), comes with precision "
+                f"{low['precision']:.3f}:\n  most of that epoch's samples lie outside every real sample's k-NN ball")
+    return (f"  no epoch had a lower Fréchet distance than another and a precision lower by {gap} or more, "
+            "and the lowest Fréchet distance came with precision 0.5 or more")
+
+
+def knob_conclusions(trade: Dict[str, Dict[str, float]], scales=SCALES, base: float = 1.0) -> List[str]:
+    """What the sweep's printed values show: the best value of each score, and how both move from ``base``."""
+    def at(s: float, k: str) -> float:
+        return trade[f"latent scale {s:g}"][k]
+
+    def best(k: str) -> str:
+        top = max(at(s, k) for s in scales)
+        winners = [f"{s:g}" for s in scales if at(s, k) == top]
+        return f"highest {k} at scale{'s' if len(winners) > 1 else ''} {', '.join(winners)} ({top:.3f})"
+
+    lines = [f"  -> {best('precision')}, {best('recall')}"]
+    for end in (min(scales), max(scales)):
+        moves = {k: "rises" if at(end, k) > at(base, k) else "falls" if at(end, k) < at(base, k) else "stays"
+                 for k in ("precision", "recall")}
+        if moves["precision"] == moves["recall"]:
+            verdict = f"both {moves['precision'][:-1]}"
+        elif "stays" in moves.values():
+            verdict = f"precision {moves['precision']}, recall {moves['recall']}"
+        else:
+            rises = moves["precision"] == "rises"
+            verdict = "precision bought with recall" if rises else "recall bought with precision"
+        p0, p1, r0, r1 = at(base, "precision"), at(end, "precision"), at(base, "recall"), at(end, "recall")
+        lines.append(
+            f"     scale {base:g} -> {end:g}: precision {p0:.3f} -> {p1:.3f}, recall {r0:.3f} -> {r1:.3f}: {verdict}"
+        )
+    return lines
+
 
 def scatter_figure(sets: Dict[str, Tensor]):
     """One scatter plot per named point set (matplotlib's object API, no pyplot state)."""
@@ -161,17 +235,43 @@ def print_table(title: str, rows: Dict[str, Dict[str, float]], keys: Optional[Li
         print(f"{name:<{width}}" + "".join(f"{r.get(k, float('nan')):>{c}.4f}" for k, c in zip(keys, cols)))
 
 
+def run_name(logdir: str, given: Optional[str], default: str) -> str:
+    """The run's name below ``logdir``: ``given`` (refused when it already holds a run), else ``default``
+    with a suffix ``-2``, ``-3``, ... when that one is taken."""
+    def taken(n: str) -> bool:
+        path = os.path.join(logdir, n)
+        return os.path.isdir(path) and bool(os.listdir(path))
+
+    if given is not None:
+        if not given.strip("/ ") or given.startswith("/") or ".." in given.split("/"):
+            raise ValueError(
+                f"Expected argument `--name` to be a relative path like gan_ring/baseline, but got {given!r}"
+            )
+        if taken(given):
+            raise ValueError(f"Expected argument `--name` to name a new run, but {os.path.join(logdir, given)} "
+                             "already holds one (choose another --name or delete it)")
+        return given.strip("/")
+    candidate, i = default, 1
+    while taken(candidate):
+        i += 1
+        candidate = f"{default}-{i}"
+    return candidate
+
+
 def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=50, help="training epochs (default 50)")
     parser.add_argument("--fast", action="store_true", help="a few seconds: 2 short epochs, small sample sets")
     parser.add_argument("--logdir", default="runs", help="TensorBoard root directory (default: runs)")
     parser.add_argument("--seed", type=int, default=0, help="seed of everything (default 0)")
+    parser.add_argument("--name", help="the run's directory below --logdir, e.g. gan_ring/baseline (default: "
+                        "gan_ring/seed<S>_epochs<E>, with _fast for --fast; a suffix -2, -3, ... when taken)")
     args = parser.parse_args(argv)
     if args.epochs < 1:
         raise ValueError(f"Expected argument `--epochs` to be a positive integer, but got {args.epochs}")
 
     epochs = 2 if args.fast else args.epochs
+    name = run_name(args.logdir, args.name, f"gan_ring/seed{args.seed}_epochs{epochs}" + ("_fast" if args.fast else ""))
     steps, n_eval = (20, 512) if args.fast else (100, 2048)
     torch.set_num_threads(1)  # tiny MLPs: one thread is fastest and avoids contention
     pl.seed_everything(args.seed, verbose=False)
@@ -183,7 +283,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     real_eval = ring(n_eval, seed=args.seed + 2)  # held-out real set for every evaluation
     model = RingGAN()
     prd = PRDCallback(real_eval, num_samples=n_eval, seed=args.seed)
-    logger = TensorBoardLogger(args.logdir, name="gan_ring", default_hp_metric=False)
+    parent, _, version = name.rpartition("/")
+    logger = TensorBoardLogger(args.logdir, name=parent, version=version, default_hp_metric=False)
     trainer = pl.Trainer(
         max_epochs=epochs, accelerator="cpu", devices=1, logger=logger, callbacks=[prd, ScoreTable(prd)],
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -192,6 +293,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     start = time.time()
     print(f"Training a GAN on a ring of {MODES} Gaussians for {epochs} epochs of {steps} steps (CPU)\n")
     trainer.fit(model, train)
+    print(frechet_blind_spot(prd.history))
     print(f"\ntrained in {time.time() - start:.1f} s")
 
     # --- the trained GAN next to a collapsed sampler, an untrained one, and real data ---------
@@ -218,17 +320,12 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     gan, bad = rows["trained GAN"], rows["collapsed (2 of 8 modes)"]
     print("\ncollapsed vs trained GAN: precision {:.2f} vs {:.2f}, recall {:.2f} vs {:.2f}, coverage {:.2f} vs {:.2f}".format(
         bad["precision"], gan["precision"], bad["recall"], gan["recall"], bad["coverage"], gan["coverage"]))
-    print("  -> the collapsed sampler's points are real-looking (precision), but it reaches 2 of 8 modes (recall, coverage)")
+    word = {k: "higher" if bad[k] > gan[k] else "lower" if bad[k] < gan[k] else "the same" for k in gan}
+    print(f"  -> the collapsed sampler (2 of 8 modes by construction) scores {word['precision']} precision, "
+          f"{word['recall']} recall and {word['coverage']} coverage than the trained GAN")
     print_table("Truncation-style knob: sample(n, latent_scale=s) draws z ~ s * N(0, I)", trade,
                 keys=[k for k in ("precision", "recall", "density", "coverage", "f_inv_beta", "f_beta") if k in gan])
-    best_p = max(SCALES, key=lambda s: trade[f"latent scale {s:g}"]["precision"])
-    best_r = max(SCALES, key=lambda s: trade[f"latent scale {s:g}"]["recall"])
-    print(f"  -> highest precision at scale {best_p:g}, highest recall at scale {best_r:g}", end="")
-    if best_p < best_r and not args.fast:
-        print(": narrower codes buy precision with recall, wider ones reach more of the data but leave the ring", end="")
-    if best_p == 1.0 and not args.fast:
-        print(";\n     below the training scale precision falls too: in 2-D the latent origin maps between modes", end="")
-    print()
+    print("\n".join(knob_conclusions(trade)))
     if args.fast:
         print("\n(--fast: the GAN is barely trained; run without --fast for meaningful scores)")
 
@@ -236,6 +333,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     print(f"\nTensorBoard logs: {log_dir}")
     tabs = "Scalars, Custom Scalars, Images" + (", PR Curves" if "prd_precision" in prd.last_result else "")
     print(f"Open them with:   tensorboard --logdir {args.logdir}   (then http://localhost:6006: {tabs})")
+    print(f"Compare runs:     lightning-prd runs {os.path.join(args.logdir, parent) if parent else args.logdir}")
     return {**rows, **trade}
 
 

@@ -1,11 +1,13 @@
 """``lightning-prd``: evaluate saved features or image folders from the command line.
 
-Two subcommands:
+Three subcommands:
 
 * ``lightning-prd evaluate --real PATH --fake PATH``: every score of one generated set against
   the real set, as a table (and ``--json``, ``--plot``).
 * ``lightning-prd compare --real PATH --fake PATH [PATH ...]``: one row per generated set,
   curves overlaid.
+* ``lightning-prd runs DIR [DIR ...]``: the scores ``PRDCallback`` logged for several runs, one
+  row per run (:mod:`lightning_prd._cli_runs`).
 
 ``PATH`` is a feature file (``.npy``; ``.npz``: ``--key`` or the first array; ``.pt``/``.pth``:
 a tensor, or ``--key``/the first tensor of a dict) holding ``[N, D]`` features, or a folder of
@@ -42,6 +44,7 @@ from torch import Tensor
 
 from lightning_prd._cli_checks import check_outputs, reject_unknown_flags
 from lightning_prd._cli_inputs import CLIError, _check_path, _Source, load_set
+from lightning_prd._cli_runs import add_runs_parser
 from lightning_prd.functional._validation import MAX_SEED
 from lightning_prd.scores import DIRECTIONS, best_index, direction_label
 
@@ -206,7 +209,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``lightning-prd`` argument parser (subcommands ``evaluate`` and ``compare``)."""
+    """The ``lightning-prd`` argument parser (subcommands ``evaluate``, ``compare`` and ``runs``)."""
     from lightning_prd.features import available_extractors
 
     epilog = EPILOG.replace("{extractors}", ", ".join(available_extractors()))
@@ -219,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         "PRD, alpha-precision/beta-recall, authenticity and the Frechet distance, from saved features or image folders.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{evaluate,compare}")
+    sub = parser.add_subparsers(dest="command", metavar="{evaluate,compare,runs}")
     ev = sub.add_parser(
         "evaluate",
         help="score one generated set against the real set",
@@ -236,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score each --fake set against --real: one table row per set, curves overlaid in --plot.",
     )
     _add_common(cmp, many_fakes=True)
+    add_runs_parser(sub, fmt)
     return parser
 
 
@@ -565,7 +569,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     warnings.showwarning = _one_line_warning
     try:
-        return _run(args)
+        return args.handler(args) if hasattr(args, "handler") else _run(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

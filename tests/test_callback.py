@@ -364,4 +364,4 @@ def test_gan_ring_example_fast(tmp_path):
     assert reference["precision"] > 0.8 and reference["recall"] > 0.8 and reference["coverage"] > 0.8
     assert "latent scale 0.25" in out and "latent scale 2" in out
     assert f"tensorboard --logdir {tmp_path / 'runs'}" in out
-    assert glob.glob(str(tmp_path / "runs" / "gan_ring" / "version_0" / "events.out.tfevents.*"))
+    assert glob.glob(str(tmp_path / "runs" / "gan_ring" / "seed0_epochs2_fast" / "events.out.tfevents.*"))

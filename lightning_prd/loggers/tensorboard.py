@@ -10,8 +10,10 @@ What it writes (``P`` is the prefix, default ``prd/``):
 * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` images (``add_figure``);
 * with the callback's ``log_images``: ``Psamples/least_realistic`` and ``Psamples/uncovered_real``
   image grids and a ``Prealism`` histogram;
-* once per writer, a *Custom Scalars* layout overlaying precision, recall, density and coverage
-  (and F_8/F_1/8, α-precision/β-recall/authenticity) in one chart per group.
+* once per writer, a *Custom Scalars* layout: a category ``P`` with one chart per score, where
+  TensorBoard overlays the runs (one line and one legend entry per run), and a category
+  ``P per run`` overlaying precision, recall, density and coverage (and F_8/F_1/8,
+  α-precision/β-recall/authenticity) in one chart per group, to read within one run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 import numpy as np
 
 from lightning_prd.loggers.base import LoggerAdapter, build_figures, has_prd
-from lightning_prd.plotting import downsample
+from lightning_prd.plotting import downsample, how_to_read
+from lightning_prd.scores import DIRECTIONS
 
 #: the PR-curve plugin's largest number of points
 MAX_PR_POINTS = 127
@@ -36,14 +39,26 @@ _GROUPS = {
 
 
 def custom_scalars_layout(prefix: str) -> Dict[str, Dict[str, List[Any]]]:
-    """The Custom Scalars layout: one multiline chart per group of scores, tags matched exactly.
+    """The Custom Scalars layout: one chart per score (runs overlaid), then one chart per group of scores.
+
+    Tags are matched exactly. In the first category each chart holds one score, so with several
+    runs its legend names the runs; the second (``<prefix> per run``) overlays related scores,
+    read best with one run selected.
 
     Example:
-        >>> custom_scalars_layout("prd/")["prd/"]["Fréchet distance"]
-        ['Multiline', ['^prd/frechet_distance$']]
+        >>> layout = custom_scalars_layout("prd/")
+        >>> list(layout)
+        ['prd/', 'prd/ per run']
+        >>> layout["prd/"]["density (1 is ideal)"]
+        ['Multiline', ['^prd/density$']]
     """
-    charts = {title: ["Multiline", [f"^{re.escape(prefix)}{n}$" for n in names]] for title, names in _GROUPS.items()}
-    return {prefix: charts}
+
+    def tag(name: str) -> str:
+        return f"^{re.escape(prefix)}{name}$"
+
+    per_score = {f"{n} ({how_to_read(n)})": ["Multiline", [tag(n)]] for n in DIRECTIONS}
+    groups = {title: ["Multiline", [tag(n) for n in names]] for title, names in _GROUPS.items()}
+    return {prefix: per_score, f"{prefix} per run": groups}
 
 
 class TensorBoardAdapter(LoggerAdapter):

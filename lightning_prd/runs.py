@@ -1,0 +1,279 @@
+"""Read the scores that :class:`~lightning_prd.PRDCallback` logged for several runs and compare them.
+
+A *run* is a directory holding TensorBoard event files (``events.out.tfevents.*``, read with
+TensorBoard's own ``EventAccumulator``) or a ``CSVLogger``'s ``metrics.csv`` (read with Python's
+``csv`` module); a directory holding both is read from its event files. Every scalar whose tag
+starts with the prefix (default ``prd/``) is a score; its values are taken per epoch: the
+TensorBoard step is the epoch (the callback logs so), the CSV row's ``epoch`` column likewise.
+An epoch logged twice (a resumed run) keeps its last value. ``<score>_std`` error bars are left out.
+
+For each score a run has a *last* value (at its last evaluated epoch) and a *best* value with its
+epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density
+(:mod:`lightning_prd.scores`).
+
+W&B offline runs (``wandb/offline-run-*``) are not read: ``wandb``'s Python API reads runs from
+a W&B server only (``wandb sync`` uploads them); log with a ``CSVLogger`` next to the
+``WandbLogger`` to compare runs offline.
+
+Example:
+    >>> import os, tempfile
+    >>> from torch.utils.tensorboard import SummaryWriter
+    >>> from lightning_prd.runs import load_runs
+    >>> root = tempfile.mkdtemp()
+    >>> for name, values in (("a", [0.2, 0.6, 0.5]), ("b", [0.3, 0.4, 0.7])):
+    ...     with SummaryWriter(os.path.join(root, name)) as writer:
+    ...         for epoch, value in enumerate(values):
+    ...             writer.add_scalar("prd/precision", value, global_step=epoch)
+    >>> [(run.label, run.summary()["precision"]["best_epoch"]) for run in load_runs([root])]
+    [('a', 1), ('b', 2)]
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Sequence, Tuple
+
+from lightning_prd.scores import DIRECTIONS, best_index, direction
+
+#: the scores drawn over epochs by :func:`lightning_prd.plotting.plot_runs`, in panel order
+PANEL_SCORES = ("precision", "recall", "density", "coverage")
+
+
+class RunsError(ValueError):
+    """Input that cannot be compared: no run found, a run without scores, an unreadable file."""
+
+
+class NoScoresError(RunsError):
+    """A run directory that holds no scalar under the prefix."""
+
+
+@dataclass
+class Run:
+    """The scores of one run.
+
+    Attributes:
+        label: a short name (the run's path below the directory it was found in).
+        path: the run directory.
+        source: ``"tensorboard"`` or ``"csv"``.
+        files: the files read.
+        scores: score name (without prefix) -> ``[(epoch, value), ...]`` sorted by epoch, one per epoch.
+    """
+
+    label: str
+    path: str
+    source: str
+    files: List[str]
+    scores: Dict[str, List[Tuple[int, float]]] = field(default_factory=dict)
+
+    def summary(self) -> Dict[str, Dict[str, Any]]:
+        """Score name -> ``last``, ``last_epoch``, ``best``, ``best_epoch``, ``direction``, ``epochs``."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for name in score_order(self.scores):
+            points = self.scores[name]
+            best = best_index(name, [v for _, v in points])
+            out[name] = {
+                "last": points[-1][1],
+                "last_epoch": points[-1][0],
+                "best": points[best][1] if best is not None else math.nan,
+                "best_epoch": points[best][0] if best is not None else None,
+                "direction": direction(name),
+                "epochs": len(points),
+            }
+        return out
+
+
+def score_order(names: Sequence[str]) -> List[str]:
+    """The package's table order (:data:`~lightning_prd.scores.DIRECTIONS`), then other names sorted."""
+    known = [n for n in DIRECTIONS if n in names]
+    return known + sorted(set(names) - set(known))
+
+
+def _is_event_file(name: str) -> bool:
+    return "tfevents" in name
+
+
+def _is_wandb_offline(path: str, files: Sequence[str]) -> bool:
+    return os.path.basename(path).startswith("offline-run-") or any(f.endswith(".wandb") for f in files)
+
+
+def find_runs(directory: str) -> Tuple[List[Tuple[str, str, List[str]]], List[str]]:
+    """Run directories at or below ``directory``: ``([(path, source, files), ...], wandb_offline_dirs)``.
+
+    Raises:
+        RunsError: ``directory`` does not exist or is not a directory.
+    """
+    if not os.path.exists(directory):
+        raise RunsError(f"DIR {directory}: no such directory")
+    if not os.path.isdir(directory):
+        raise RunsError(f"DIR {directory}: expected a directory of runs, but this is a file")
+    found: List[Tuple[str, str, List[str]]] = []
+    wandb_dirs: List[str] = []
+    for path, subdirs, files in os.walk(directory, onerror=_raise_walk_error):
+        subdirs.sort()
+        if _is_wandb_offline(path, files):
+            wandb_dirs.append(path)
+            subdirs.clear()
+            continue
+        events = sorted(f for f in files if _is_event_file(f))
+        if events:
+            found.append((path, "tensorboard", [os.path.join(path, f) for f in events]))
+        elif "metrics.csv" in files:
+            found.append((path, "csv", [os.path.join(path, "metrics.csv")]))
+    return found, wandb_dirs
+
+
+def _raise_walk_error(err: OSError) -> None:
+    raise RunsError(f"{err.filename}: cannot list the directory: {err.strerror or err}")
+
+
+def _check_readable(files: Sequence[str]) -> None:
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                fh.read(1)
+        except OSError as err:
+            raise RunsError(f"{f}: cannot read the file: {err.strerror or err}") from err
+
+
+def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List[str]]:
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    acc = EventAccumulator(path, size_guidance={SCALARS: 0})  # 0: keep every event
+    acc.Reload()
+    tags = list(acc.Tags().get("scalars", []))
+    scores: Dict[str, Dict[int, float]] = {}
+    for tag in tags:
+        if tag.startswith(prefix):
+            per_epoch = scores.setdefault(tag[len(prefix) :], {})
+            for event in acc.Scalars(tag):  # in file order: a re-logged epoch keeps its last value
+                per_epoch[int(event.step)] = float(event.value)
+    return scores, tags
+
+
+def _read_csv(file: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List[str]]:
+    scores: Dict[str, Dict[int, float]] = {}
+    try:
+        with open(file, newline="") as fh:
+            reader = csv.DictReader(fh)
+            columns = [c for c in reader.fieldnames or [] if c]
+            for row in reader:
+                cells = {c: row.get(c) for c in columns if c.startswith(prefix) and row.get(c) not in (None, "")}
+                if not cells:
+                    continue
+                line = reader.line_num
+                epoch = _number(row.get("epoch"), file, line, "epoch")
+                if epoch is None or epoch != int(epoch) or epoch < 0:
+                    raise RunsError(
+                        f"{file} line {line}: expected a non-negative integer in column 'epoch' next to "
+                        f"the {prefix} scores, but got {row.get('epoch')!r}"
+                    )
+                for column, text in cells.items():
+                    value = _number(text, file, line, column)
+                    scores.setdefault(column[len(prefix) :], {})[int(epoch)] = value  # type: ignore[assignment]
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise RunsError(f"{file}: cannot read the file as CSV: {getattr(err, 'strerror', None) or err}") from err
+    return scores, columns
+
+
+def _number(text: Any, file: str, line: int, column: str) -> Any:
+    if text in (None, ""):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise RunsError(f"{file} line {line}: expected a number in column {column!r}, but got {text!r}") from None
+
+
+def read_run(path: str, source: str, files: List[str], label: str, prefix: str = "prd/") -> Run:
+    """Read one run found by :func:`find_runs`.
+
+    Raises:
+        RunsError: a file cannot be read, or the run holds no ``prefix`` scalars (the message lists
+            the scalar tags it does hold).
+    """
+    _check_readable(files)
+    raw, tags = _read_tensorboard(path, prefix) if source == "tensorboard" else _read_csv(files[0], prefix)
+    scores = {
+        name: sorted(per_epoch.items())
+        for name, per_epoch in raw.items()
+        if per_epoch and name != "epoch" and not name.endswith("_std")
+    }
+    if not scores:
+        held = ", ".join(sorted(tags)[:8]) + (", ..." if len(tags) > 8 else "") if tags else "none"
+        what = "scalar tags" if source == "tensorboard" else "columns"
+        raise NoScoresError(f"{path}: no {prefix!r} scores in this {source} run ({what}: {held})")
+    return Run(label=label, path=path, source=source, files=files, scores=scores)
+
+
+def _label(run_dir: str, directory: str) -> str:
+    rel = os.path.relpath(run_dir, directory)
+    return os.path.basename(os.path.abspath(directory)) if rel == "." else rel.replace(os.sep, "/")
+
+
+def discover(directories: Sequence[str]) -> Tuple[List[Tuple[str, str, List[str], str]], List[str]]:
+    """Every run below ``directories`` as ``(path, source, files, label)``, and the W&B offline dirs skipped.
+
+    Raises:
+        RunsError: a directory does not exist, or no run is found below any of them.
+    """
+    runs: List[Tuple[str, str, List[str], str]] = []
+    wandb_dirs: List[str] = []
+    seen = set()
+    for directory in directories:
+        found, skipped = find_runs(directory)
+        wandb_dirs += skipped
+        for path, source, files in found:
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                runs.append((path, source, files, _label(path, directory)))
+    labels = [r[3] for r in runs]
+    runs = [(p, s, f, lab if labels.count(lab) == 1 else p) for p, s, f, lab in runs]  # keep labels unique
+    if not runs:
+        where = " ".join(directories)
+        if wandb_dirs:
+            raise RunsError(
+                f"{where}: only W&B offline runs found ({wandb_dirs[0]}); wandb's Python API cannot read "
+                "offline runs: log with a CSVLogger next to the WandbLogger, or `wandb sync` them"
+            )
+        raise RunsError(f"{where}: no run found (no TensorBoard event files, no metrics.csv at or below it)")
+    return runs, wandb_dirs
+
+
+def load_runs(directories: Sequence[str], prefix: str = "prd/", warn: Any = None) -> List[Run]:
+    """Read every run at or below ``directories`` (each a run or a folder of runs).
+
+    A run found *below* a directory that holds no ``prefix`` scores (e.g. a run logged without the
+    callback) is skipped with a call of ``warn(message)``; a directory given as a run itself, or
+    one where no run holds scores, raises :class:`RunsError`.
+    """
+    found, wandb_dirs = discover(directories)
+    given = {os.path.realpath(d) for d in directories}
+    runs: List[Run] = []
+    skipped: List[str] = []
+    for path, source, files, label in found:
+        try:
+            runs.append(read_run(path, source, files, label, prefix))
+        except NoScoresError as err:
+            if os.path.realpath(path) in given:
+                raise
+            skipped.append(str(err))
+    if not runs:
+        raise RunsError(
+            skipped[0]
+            if len(skipped) == 1
+            else f"{' '.join(directories)}: no run holds {prefix!r} "
+            f"scores ({len(skipped)} runs found, e.g. {skipped[0]})"
+        )
+    if warn is not None:
+        for message in skipped:
+            warn(f"skipped {message}")
+        if wandb_dirs:
+            warn(
+                f"skipped {len(wandb_dirs)} W&B offline run(s), e.g. {wandb_dirs[0]}: wandb's Python API cannot "
+                "read offline runs"
+            )
+    return runs
