@@ -253,7 +253,7 @@ def test_only_global_rank_zero_writes():
 # ---------------------------------------------------------------------------------- W&B, fake sink
 class FakeRun:
     def __init__(self):
-        self.defined, self.logged = {}, []
+        self.defined, self.logged, self.summary = {}, [], {}
 
     def define_metric(self, name, **kwargs):
         self.defined[name] = kwargs
@@ -286,6 +286,10 @@ def test_wandb_adapter_with_fake_run(tmp_path, fake_wandb):
     assert len(run_.logged) == EPOCHS  # one W&B step per evaluation
     assert run_.defined["prd/coverage"] == {"step_metric": "prd/epoch", "summary": "max"}
     assert run_.defined["prd/frechet_distance"]["summary"] == "min"
+    # density: 1 is ideal, so the summary holds the value closest to 1, written by the adapter
+    assert run_.defined["prd/density"]["summary"] == "none"
+    densities = [h["density"] for h in cb.history]
+    assert run_.summary["prd/density"] == pytest.approx(min(densities, key=lambda d: abs(d - 1.0)))
     assert "prd/epoch" in run_.defined
     last = run_.logged[-1]
     assert last["prd/epoch"] == EPOCHS - 1 and last["prd/coverage"] == pytest.approx(cb.history[-1]["coverage"])

@@ -4,7 +4,9 @@ What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix
 
 * ``P<score>`` scalars plus ``Pepoch``; every key is declared with ``define_metric(key,
   step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and run tables show
-  the best value (``max``; ``min`` for ``frechet_distance``);
+  the best value in the sense of :mod:`lightning_prd.scores` (``max``; ``min`` for
+  ``frechet_distance``; for ``density``, where 1 is ideal, the adapter writes the value closest
+  to 1 so far into the run summary itself, as W&B has no such summary);
 * ``Pprd_curve``: ``wandb.plot.line`` over ONE long-format ``wandb.Table`` (columns ``epoch``,
   ``recall``, ``precision``) that accumulates every evaluated epoch, one line per epoch
   (``stroke="epoch"``). A custom chart shows only its latest table, hence the accumulation.
@@ -25,11 +27,12 @@ import numpy as np
 
 from lightning_prd.loggers.base import COMPACT_POINTS, LoggerAdapter, build_figures, compact_prd, has_prd
 from lightning_prd.plotting import figure_to_array
+from lightning_prd.scores import DIRECTIONS, direction
 
 #: points per epoch kept in the accumulated PRD table
 TABLE_POINTS = COMPACT_POINTS
 #: scores where lower is better (summary ``min``)
-LOWER_IS_BETTER = ("frechet_distance",)
+LOWER_IS_BETTER = tuple(name for name, way in DIRECTIONS.items() if way == "lower")
 
 
 class WandbAdapter(LoggerAdapter):
@@ -43,6 +46,7 @@ class WandbAdapter(LoggerAdapter):
         self._defined: set = set()
         self._rows: List[List[float]] = []
         self._pending: Dict[str, Any] = {}
+        self._closest_to_one: Dict[str, float] = {}
 
     def _define(self, run: Any, key: str, summary: Any = None) -> None:
         if key in self._defined:
@@ -61,9 +65,13 @@ class WandbAdapter(LoggerAdapter):
 
     def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
         run = self.logger.experiment
-        for key in metrics:
-            lower = key[len(self.prefix):] in LOWER_IS_BETTER
-            self._define(run, key, "min" if lower else "max")
+        for key, value in metrics.items():
+            way = direction(key[len(self.prefix) :])
+            self._define(run, key, {"lower": "min", "one": "none"}.get(way, "max"))
+            if way == "one" and np.isfinite(value):
+                best = self._closest_to_one.get(key)
+                if best is None or abs(value - 1.0) < abs(best - 1.0):
+                    self._closest_to_one[key] = float(value)
         self._pending = {**metrics, self.epoch_key: epoch}
         # W&B commits a step per log call; wait for the curves (``flush``) to log them together.
 
@@ -96,7 +104,10 @@ class WandbAdapter(LoggerAdapter):
 
     def flush(self) -> None:
         if self._pending:
-            self.logger.experiment.log(self._pending)
+            run = self.logger.experiment
+            run.log(self._pending)
+            for key, best in self._closest_to_one.items():
+                run.summary[key] = best
             self._pending = {}
 
 
