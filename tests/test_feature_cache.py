@@ -88,6 +88,15 @@ def test_the_content_is_the_key_not_the_batching(tmp_path):
     assert calls == 0 and cb.cache.last_status == "hit"
 
 
+def test_samples_that_change_between_two_reads_are_not_cached(tmp_path):
+    fit(cache_dir=tmp_path)  # a file of this extractor exists: the next fit hashes first, then extracts
+    shuffled = DataLoader(TensorDataset(REAL), batch_size=16, shuffle=True)
+    with pytest.warns(UserWarning, match="differed between two reads"):
+        _, calls, cb = fit(shuffled, cache_dir=tmp_path)
+    assert calls == 70 and cb.cache.last_status == "unwritten"
+    assert len(list(tmp_path.glob("real-*.pt"))) == 1
+
+
 def _weights(path, seed):
     torch.save(Counting(seed).lin.state_dict(), path)
     return path
@@ -164,7 +173,7 @@ def _first_feature_bytes():
 
 
 def test_a_plain_function_needs_a_name(tmp_path):
-    fn = lambda x: x * 2  # noqa: E731
+    fn = lambda x: x * 2
     with pytest.raises(ValueError, match="feature_extractor.*RealFeatureCache"):
         PRDCallback(REAL, feature_extractor=fn, cache_dir=tmp_path)
     PRDCallback(REAL, feature_extractor=fn, cache_dir=RealFeatureCache(tmp_path, name="double"))
@@ -180,7 +189,7 @@ def _ranks(rank, world, folder):
     try:
         for total in (7, 1):  # uneven shards; rank 1 idle
             mine = rank_shard(total, rank, world)
-            chunks = lambda: iter(REAL[mine.start : mine.stop].split(4))  # noqa: E731
+            chunks = lambda mine=mine: iter(REAL[mine.start : mine.stop].split(4))
             out[total] = []
             for _ in range(2):
                 extractor, cache = Counting(), RealFeatureCache(f"{folder}/{total}")

@@ -40,25 +40,20 @@ import hashlib
 import inspect
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
 
+from lightning_prd.features._cache_io import Comm, atomic_save, checksum, rows, tensor_bytes
 from lightning_prd.functional._validation import check_positive_int
 
 FORMAT = 1
 Chunks = Callable[[], Iterable[Tensor]]
 _PLAIN = (type(None), bool, int, float, str)
 _SKIP = object()  # a value that is not part of the key
-
-
-def _bytes(t: Tensor) -> memoryview:
-    return memoryview(t.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
 
 
 class _RowHasher:
@@ -72,7 +67,7 @@ class _RowHasher:
         if layout != self._layout:
             self.sha.update(f"|{layout}|".encode())
             self._layout = layout
-        self.sha.update(_bytes(x))
+        self.sha.update(tensor_bytes(x))
         self.rows += int(x.shape[0])
 
     def hexdigest(self) -> str:
@@ -85,7 +80,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (torch.dtype, torch.Size)):
         return str(value)
     if isinstance(value, Tensor):
-        return f"tensor:{value.dtype}{tuple(value.shape)}:{hashlib.sha256(_bytes(value)).hexdigest()}"
+        return f"tensor:{value.dtype}{tuple(value.shape)}:{hashlib.sha256(tensor_bytes(value)).hexdigest()}"
     if isinstance(value, (tuple, list)):
         items = [_plain(v) for v in value]
         return _SKIP if any(v is _SKIP for v in items) else items
@@ -137,7 +132,7 @@ def extractor_identity(extractor: Any, name: Optional[str] = None) -> Dict[str, 
     tensors = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
     for key, t in tensors:
         sha.update(f"|{key}|{t.dtype}|{tuple(t.shape)}|".encode())
-        sha.update(_bytes(t))
+        sha.update(tensor_bytes(t))
     config = []
     for path, sub in module.named_modules():
         attrs = {k: _plain(v) for k, v in sorted(vars(sub).items()) if not k.startswith("_") and k != "training"}
@@ -186,7 +181,7 @@ class RealFeatureCache:
             "autocast": bool(torch.is_autocast_enabled(device.type)), "torch": torch.__version__,
         }
         stem = "real-" + hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:24]
-        comm = _Comm(rank, world)
+        comm = Comm(rank, world)
         known = comm.from_zero(lambda: any(self.cache_dir.glob(f"{stem}-*.pt")))
         feats: Optional[List[Tensor]] = None
         hasher = _RowHasher()
@@ -205,13 +200,26 @@ class RealFeatureCache:
             shard = self._load(path, key, rank) if comm.from_zero(path.is_file) else None
             if all(comm.all_gather(shard is not None)):
                 self.last_status = "hit"
-                yield from _rows(shard, chunk_rows)  # type: ignore[arg-type]
+                yield from rows(shard, chunk_rows)  # type: ignore[arg-type]
                 return
-            feats = [extract(x) for x in chunks()]
+            again, feats = _RowHasher(), []
+            for x in chunks():
+                again.update(x)
+                feats.append(extract(x))
+            if not all(comm.all_gather(again.hexdigest() == hasher.hexdigest())):
+                if rank == 0:
+                    warnings.warn(
+                        "RealFeatureCache: the real samples differed between two reads (a shuffling DataLoader or random "
+                        "augmentation?); their features are not cached", UserWarning, stacklevel=3,
+                    )
+                self.last_status = "unwritten"
+                while feats:
+                    yield from rows([feats.pop(0)], chunk_rows)
+                return
         written = self._store(path, key, feats, comm)
         self.last_status = "miss" if written else "unwritten"
         while feats:
-            yield from _rows([feats.pop(0)], chunk_rows)
+            yield from rows([feats.pop(0)], chunk_rows)
 
     def _load(self, path: Path, key: str, rank: int) -> Optional[List[Tensor]]:
         """This rank's shard from ``path`` (memory-mapped), or None; rank 0 checks the checksum and warns."""
@@ -220,7 +228,7 @@ class RealFeatureCache:
             if not isinstance(blob, dict) or blob.get("key") != key:
                 raise ValueError("its key does not match its name")
             shards = blob["shards"]
-            if rank == 0 and _checksum(shards) != blob.get("sha256"):
+            if rank == 0 and checksum(shards) != blob.get("sha256"):
                 raise ValueError("its checksum does not match its features")
             return list(shards[rank])
         except Exception as err:  # noqa: BLE001 - any unreadable file is a miss, said once
@@ -232,87 +240,15 @@ class RealFeatureCache:
                 )
             return None
 
-    def _store(self, path: Path, key: str, feats: List[Tensor], comm: "_Comm") -> bool:
-        """Rank 0 writes every rank's features atomically; returns (on every rank) whether it worked."""
+    def _store(self, path: Path, key: str, feats: List[Tensor], comm: Comm) -> bool:
+        """Rank 0 writes every rank's features; returns (on every rank) whether it worked."""
         shards = comm.gather_to_zero([f.detach() for f in feats])
         ok = True
         if shards is not None:
             shards = [[t.cpu() for t in shard] for shard in shards]
-            tmp = None
             try:
-                self.cache_dir.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=".tmp-", suffix=".pt")
-                with os.fdopen(fd, "wb") as fh:
-                    torch.save({"key": key, "sha256": _checksum(shards), "shards": shards}, fh)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
+                atomic_save({"key": key, "sha256": checksum(shards), "shards": shards}, path)
             except OSError as err:
                 ok = False
-                if tmp is not None and os.path.exists(tmp):
-                    os.remove(tmp)
                 warnings.warn(f"RealFeatureCache: could not write {str(path)!r}: {err}", UserWarning, stacklevel=3)
         return bool(comm.from_zero(lambda: ok))
-
-
-class _Comm:
-    """The few collectives the cache needs; trivial for one process."""
-
-    def __init__(self, rank: int, world: int) -> None:
-        self.rank, self.world = rank, world
-        if world > 1 and not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError(f"RealFeatureCache: world size {world} needs an initialised torch.distributed process group")
-
-    def from_zero(self, fn: Callable[[], Any]) -> Any:
-        """``fn()`` evaluated on rank 0, returned on every rank."""
-        if self.world == 1:
-            return fn()
-        box = [fn() if self.rank == 0 else None]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def all_gather(self, obj: Any) -> List[Any]:
-        if self.world == 1:
-            return [obj]
-        out: List[Any] = [None] * self.world
-        dist.all_gather_object(out, obj)
-        return out
-
-    def gather_to_zero(self, chunks: List[Tensor]) -> Optional[List[List[Tensor]]]:
-        """Every rank's chunks on rank 0 (one list per rank, in rank order); None elsewhere."""
-        if self.world == 1:
-            return [chunks]
-        mine = torch.cat(chunks) if chunks else None
-        metas = self.all_gather(None if mine is None else (int(mine.shape[0]), tuple(mine.shape[1:]), str(mine.dtype)))
-        shapes = {m[1:] for m in metas if m is not None}
-        if len(shapes) != 1:
-            raise ValueError(f"Expected every rank's real features to share one width and dtype, but got {sorted(shapes)}")
-        tail, dtype_name = shapes.pop()
-        dtype = getattr(torch, dtype_name.replace("torch.", ""))
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-        rows = max(m[0] for m in metas if m is not None)
-        padded = torch.zeros((rows, *tail), dtype=dtype, device=device)
-        if mine is not None:
-            padded[: mine.shape[0]] = mine
-        del mine
-        bufs = [torch.empty_like(padded) for _ in range(self.world)] if self.rank == 0 else None
-        dist.gather(padded, bufs, dst=0)
-        if self.rank != 0:
-            return None
-        return [chunks] + [[b[: m[0]].cpu()] if m is not None else [] for b, m in zip(bufs[1:], metas[1:])]  # type: ignore[index]
-
-
-def _checksum(shards: List[List[Tensor]]) -> str:
-    sha = hashlib.sha256()
-    for r, shard in enumerate(shards):
-        sha.update(f"|rank{r}:{len(shard)}|".encode())
-        for t in shard:
-            sha.update(f"|{t.dtype}|{tuple(t.shape)}|".encode())
-            sha.update(_bytes(t))
-    return sha.hexdigest()
-
-
-def _rows(shard: List[Tensor], chunk_rows: int) -> Iterator[Tensor]:
-    for t in shard:
-        for start in range(0, t.shape[0], chunk_rows):
-            yield t[start : start + chunk_rows]
