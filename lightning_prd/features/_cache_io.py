@@ -18,12 +18,33 @@ def tensor_bytes(t: Tensor) -> memoryview:
     return memoryview(t.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
 
 
+class RowHasher:
+    """SHA-256 of rows streamed in chunks; the chunk boundaries do not enter the digest."""
+
+    def __init__(self) -> None:
+        self.sha, self.rows, self._layout = hashlib.sha256(), 0, None
+
+    def update(self, x: Tensor) -> None:
+        layout = f"{x.dtype}{tuple(x.shape[1:])}"
+        if layout != self._layout:
+            self.sha.update(f"|{layout}|".encode())
+            self._layout = layout
+        self.sha.update(tensor_bytes(x))
+        self.rows += int(x.shape[0])
+
+    def hexdigest(self) -> str:
+        return f"{self.rows}:{self.sha.hexdigest()}"
+
+
 def atomic_save(obj: Any, path: Path) -> None:
     """``torch.save`` to a temporary file in ``path``'s folder, flushed to disk, then ``os.replace``:
     readers see the old file or the complete new one, never a partial one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # the permissions of a plain new file, not mkstemp's 0600
         with os.fdopen(fd, "wb") as fh:
             torch.save(obj, fh)
             fh.flush()

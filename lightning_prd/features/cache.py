@@ -47,31 +47,13 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Unio
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.features._cache_io import Comm, atomic_save, checksum, rows, tensor_bytes
+from lightning_prd.features._cache_io import Comm, RowHasher, atomic_save, checksum, rows, tensor_bytes
 from lightning_prd.functional._validation import check_positive_int
 
 FORMAT = 1
 Chunks = Callable[[], Iterable[Tensor]]
 _PLAIN = (type(None), bool, int, float, str)
 _SKIP = object()  # a value that is not part of the key
-
-
-class _RowHasher:
-    """SHA-256 of rows streamed in chunks; the chunk boundaries do not enter the digest."""
-
-    def __init__(self) -> None:
-        self.sha, self.rows, self._layout = hashlib.sha256(), 0, None
-
-    def update(self, x: Tensor) -> None:
-        layout = f"{x.dtype}{tuple(x.shape[1:])}"
-        if layout != self._layout:
-            self.sha.update(f"|{layout}|".encode())
-            self._layout = layout
-        self.sha.update(tensor_bytes(x))
-        self.rows += int(x.shape[0])
-
-    def hexdigest(self) -> str:
-        return f"{self.rows}:{self.sha.hexdigest()}"
 
 
 def _plain(value: Any) -> Any:
@@ -87,6 +69,13 @@ def _plain(value: Any) -> Any:
     if inspect.isfunction(value) or inspect.isclass(value) or inspect.isbuiltin(value):
         return f"{value.__module__}.{value.__qualname__}"
     return _SKIP
+
+
+def _autocast(device_type: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(device_type))
+    except TypeError:  # torch < 2.4: one query per device type
+        return bool(torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled())
 
 
 def _qualname(obj: Any) -> str:
@@ -178,13 +167,13 @@ class RealFeatureCache:
         meta = {
             "format": FORMAT, "extractor": extractor_identity(extractor, self.name), "num_real": num_real,
             "world_size": world, "device": device.type, "default_dtype": str(torch.get_default_dtype()),
-            "autocast": bool(torch.is_autocast_enabled(device.type)), "torch": torch.__version__,
+            "autocast": _autocast(device.type), "torch": torch.__version__,
         }
         stem = "real-" + hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:24]
         comm = Comm(rank, world)
         known = comm.from_zero(lambda: any(self.cache_dir.glob(f"{stem}-*.pt")))
         feats: Optional[List[Tensor]] = None
-        hasher = _RowHasher()
+        hasher = RowHasher()
         if known:  # hash first: a hit never calls the extractor
             for x in chunks():
                 hasher.update(x)
@@ -198,11 +187,17 @@ class RealFeatureCache:
         path = self.cache_dir / f"{stem}-{data}.pt"
         if feats is None:
             shard = self._load(path, key, rank) if comm.from_zero(path.is_file) else None
-            if all(comm.all_gather(shard is not None)):
+            loaded = comm.all_gather(shard is not None)
+            if loaded[0] and not all(loaded) and rank == 0:
+                warnings.warn(
+                    f"RealFeatureCache: ranks {[r for r, ok in enumerate(loaded) if not ok]} could not read {str(path)!r}: "
+                    "`cache_dir` must be on a filesystem every rank sees", UserWarning, stacklevel=3,
+                )
+            if all(loaded):
                 self.last_status = "hit"
                 yield from rows(shard, chunk_rows)  # type: ignore[arg-type]
                 return
-            again, feats = _RowHasher(), []
+            again, feats = RowHasher(), []
             for x in chunks():
                 again.update(x)
                 feats.append(extract(x))
