@@ -6,6 +6,7 @@ calls it gets on real rows (rows of ``REAL``), so a hit is seen as zero calls, n
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -55,7 +56,11 @@ class FromFile(Counting):
 
 class Tiny(TinyTrainable):
     def sample(self, n):
-        return FAKE[:n]
+        """This rank's block of ``FAKE`` (all of it in one process): the gathered set is ``FAKE`` either way."""
+        mine = rank_shard(len(FAKE), self.trainer.global_rank, self.trainer.world_size)
+        start = getattr(self, "cursor", 0)  # the callback asks for the block in batches, once per evaluation
+        self.cursor = (start + n) % len(mine)
+        return FAKE[mine.start + start : mine.start + start + n]
 
 
 def fit(real=REAL, extractor=None, cache_dir=None, **options):
@@ -217,3 +222,41 @@ def test_two_ranks_share_one_file_written_by_rank_zero(tmp_path):
             assert (status1, status2) == ("miss", "hit")
             assert calls1 == len(mine) and calls2 == 0
             assert torch.equal(first, expected[mine.start : mine.stop]) and torch.equal(second, first)
+
+
+class DumpRank(pl.Callback):
+    """Each rank's scores, real-row extractor calls and cache status, as JSON (a spawned rank's objects stay there)."""
+
+    def __init__(self, prd, folder):
+        self.prd, self.folder = prd, str(folder)
+
+    def on_train_end(self, trainer, pl_module):
+        info = {"scores": self.prd.history[0], "calls": self.prd.feature_extractor.real_rows,
+                "status": self.prd.cache.last_status}
+        with open(f"{self.folder}/rank{trainer.global_rank}.json", "w") as fh:
+            json.dump(info, fh)
+
+    def teardown(self, trainer, pl_module, stage):  # see tests/test_callback_ddp.py: Dump.teardown
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_callback_under_ddp_reads_its_own_cache(tmp_path):
+    expected, _, _ = fit()
+    for run in ("first", "second"):
+        out = tmp_path / run
+        out.mkdir()
+        cb = PRDCallback(REAL, feature_extractor=Counting(), num_samples=50, batch_size=16, cache_dir=tmp_path / "cache",
+                         log_curves=False)
+        trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                             callbacks=[cb, DumpRank(cb, out)])
+        trainer.fit(Tiny())
+        for rank in (0, 1):
+            info = json.loads((out / f"rank{rank}.json").read_text())
+            assert info["status"] == ("miss" if run == "first" else "hit"), (run, rank)
+            assert info["calls"] == (35 if run == "first" else 0), (run, rank)  # each rank embeds its half once
+            for key, value in expected.items():
+                assert info["scores"][key] == pytest.approx(value, rel=1e-6, abs=1e-9), (run, rank, key)
+    assert len(list((tmp_path / "cache").glob("real-*.pt"))) == 1
