@@ -14,6 +14,7 @@ it with ``pytorch_lightning.Callback`` and :mod:`lightning_prd.lightning` with
 
 from __future__ import annotations
 
+import os
 import random
 import warnings
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from torch.utils.data import DistributedSampler
 from lightning_prd import plotting
 from lightning_prd._schedule import fit_ends_after_epoch, fitting, is_due, validation_ends_epoch
 from lightning_prd.features.base import first_tensor
+from lightning_prd.features.cache import RealFeatureCache, check_cacheable
 from lightning_prd.functional._validation import check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, adapter_for, compact_prd
 from lightning_prd.metrics.generative import GenerativeMetrics
@@ -85,6 +87,7 @@ class PRDCallbackCore:
         log_images: bool = False,
         num_images: int = 16,
         evaluate_on_train_end: bool = True,
+        cache_dir: Union[None, str, "os.PathLike[str]", RealFeatureCache] = None,
     ) -> None:
         if isinstance(real, Tensor):
             if real.ndim < 1 or real.shape[0] == 0:
@@ -120,6 +123,9 @@ class PRDCallbackCore:
         self.evaluate_on_train_end = evaluate_on_train_end
         self.num_images = check_positive_int(num_images, "num_images")
         self.metric = _build_metric(metric, per_sample=log_images)
+        self.cache = cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
+        if self.cache is not None:
+            check_cacheable(feature_extractor, self.cache.name)  # fail early
         self._images: List[Tensor] = []
         #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
         self.history: List[Dict[str, float]] = []
@@ -227,8 +233,15 @@ class PRDCallbackCore:
     def _update_real(self, device: torch.device, rank: int, world: int) -> None:
         self._check_samplers_agree(rank, world)
         try:
-            for chunk in self._real_chunks(rank, world):
-                self.metric.update(self._features(chunk, device), real=True)
+            if self.cache is None:
+                feats: Iterable[Tensor] = (self._features(x, device) for x in self._real_chunks(rank, world))
+            else:
+                feats = self.cache.real_features(
+                    self.feature_extractor, lambda: self._real_chunks(rank, world), lambda x: self._features(x, device),
+                    num_real=self.num_real, rank=rank, world=world, device=device, chunk_rows=self.batch_size,
+                )
+            for f in feats:
+                self.metric.update(f.to(device), real=True)
         except BaseException:
             self._clear_real()  # no half-extracted real set survives a failure
             raise
@@ -476,6 +489,12 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
         num_images: images per grid.
         evaluate_on_train_end: score the final weights when the fit ends on weights that were
             not scored (see *When it runs*). Every rank takes part (the metric all-gathers).
+        cache_dir: a folder (or a :class:`~lightning_prd.features.cache.RealFeatureCache`) where the
+            real features are kept across runs: a later fit with the same real samples (as read),
+            extractor (class, weights, settings), ``num_real``, world size and dtype loads them
+            instead of calling the extractor. The key is described in
+            :mod:`lightning_prd.features.cache`; a plain function as extractor needs
+            ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache.
 
     Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
     ``compute()`` is logged as ``P<name>``; with the default metric:

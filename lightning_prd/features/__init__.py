@@ -9,6 +9,7 @@
   (torchvision), imported only when such an extractor is built.
 * :func:`extract_features` — run an extractor over a tensor or a DataLoader in batches.
 * :func:`preprocess_images` — the explicit image preprocessing the image extractors share.
+* :class:`RealFeatureCache` — real features kept on disk across runs (``PRDCallback(cache_dir=...)``).
 
 Example:
     >>> import torch
@@ -20,6 +21,7 @@ Example:
 """
 
 from lightning_prd.features.base import FeatureExtractor, Identity, describe_contract, extract_features
+from lightning_prd.features.cache import RealFeatureCache
 from lightning_prd.features.images import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -38,6 +40,7 @@ __all__ = [
     "Identity",
     "ImageExtractor",
     "RandomConvNet",
+    "RealFeatureCache",
     "as_float_images",
     "available_extractors",
     "describe_contract",
