@@ -87,7 +87,7 @@ class PRDCallbackCore:
         log_images: bool = False,
         num_images: int = 16,
         evaluate_on_train_end: bool = True,
-        cache_dir: Union[None, str, "os.PathLike[str]", RealFeatureCache] = None,
+        cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
     ) -> None:
         if isinstance(real, Tensor):
             if real.ndim < 1 or real.shape[0] == 0:

@@ -17,8 +17,8 @@ from lightning_prd import (
     DensityCoverage,
     FrechetDistance,
     GenerativeMetrics,
-    PrecisionRecall,
     PRDCurve,
+    PrecisionRecall,
 )
 from lightning_prd.functional.uncertainty import score_spread
 

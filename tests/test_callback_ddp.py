@@ -17,11 +17,12 @@ import warnings
 import pytest
 import pytorch_lightning as pl
 import torch
-from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback, rank_shard
+
+from tiny_modules import TinyTrainable
 
 N_REAL, N_FAKE, EPOCHS = 97, 81, 2
 REAL = torch.randn(N_REAL, 2, generator=torch.Generator().manual_seed(0))

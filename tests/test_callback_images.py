@@ -10,9 +10,10 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, IMAGES, EventAccumulator
-from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*does not have many workers.*", "ignore:.*LeafSpec.*")
 

@@ -15,9 +15,10 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import EarlyStopping
-from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback, rank_shard
+
+from tiny_modules import TinyTrainable
 
 N_REAL, N_FAKE = 61, 45
 REAL = torch.randn(N_REAL, 2, generator=torch.Generator().manual_seed(0))

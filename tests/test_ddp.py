@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from ddp_utils import run_ddp
 from lightning_prd import DensityCoverage, GenerativeMetrics, PrecisionRecall
+
+from ddp_utils import run_ddp
 
 BLOCK = 12000  # small tiles: each rank gets several, so the split of the work is exercised
 G = torch.Generator().manual_seed(5)

@@ -27,7 +27,6 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import CSVLogger
-from tiny_modules import TinyTrainable
 
 from lightning_prd import (
     AlphaPrecisionBetaRecall,
@@ -39,6 +38,8 @@ from lightning_prd import (
 )
 from lightning_prd.functional import _kmeans, alpha_precision_beta_recall, prd_curve
 from lightning_prd.functional._oneclass import train_oneclass
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*",

@@ -12,13 +12,14 @@ import warnings
 import pytest
 import pytorch_lightning as pl
 import torch
-from ddp_utils import run_ddp
-from tiny_modules import TinyTrainable
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback, rank_shard
 from lightning_prd.features.cache import RealFeatureCache, extractor_identity
+
+from ddp_utils import run_ddp
+from tiny_modules import TinyTrainable
 
 REAL = torch.randn(70, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 0.8 * torch.randn(50, 3, generator=torch.Generator().manual_seed(1)) + 0.2

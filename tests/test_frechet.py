@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-import oracle
 from lightning_prd.functional import frechet_distance
+
+import oracle
 
 
 def test_equals_scipy_oracle(rng):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-import oracle
-from lightning_prd.functional import density_coverage, precision_recall
-from lightning_prd.functional import _knn
+from lightning_prd.functional import _knn, density_coverage, precision_recall
 from lightning_prd.functional._engine import knn_pass
+
+import oracle
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
-from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from lightning_prd.callback import PRDCallback
@@ -37,6 +36,8 @@ from lightning_prd.loggers import (
 from lightning_prd.loggers.tensorboard import MAX_PR_POINTS
 from lightning_prd.metrics.generative import GenerativeMetrics
 from lightning_prd.plotting import downsample
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"

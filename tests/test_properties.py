@@ -8,9 +8,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import oracle
 from lightning_prd.functional import density_coverage, precision_recall
 from lightning_prd.functional._engine import knn_pass
+
+import oracle
 
 SETTINGS = settings(max_examples=int(os.environ.get("LPRD_HYPOTHESIS_EXAMPLES", 25)), deadline=None, derandomize="LPRD_HYPOTHESIS_EXAMPLES" not in os.environ, suppress_health_check=[HealthCheck.too_slow])
 

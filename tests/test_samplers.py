@@ -9,14 +9,15 @@ the callback uses it for a real DataLoader with a DistributedSampler.
 import numpy as np
 import pytest
 import torch
-from oracle import kth_radius
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from ddp_utils import run_ddp
 from lightning_prd import GenerativeMetrics
 from lightning_prd.callback import PRDCallback
 from lightning_prd.functional import density_coverage, precision_recall
 from lightning_prd.samplers import distributed_sampler_of, unpadded_count
+
+from ddp_utils import run_ddp
+from oracle import kth_radius
 
 N = 97
 REAL = torch.randn(N, 3, generator=torch.Generator().manual_seed(0))

@@ -13,13 +13,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
 from lightning_prd.functional import _knn
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional._screen import screen_available
+
+import oracle
 
 
 def _datasets():

@@ -12,7 +12,6 @@ code under test.
 from __future__ import annotations
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
@@ -24,6 +23,8 @@ from lightning_prd.functional import (
     precision_recall,
     realism_score,
 )
+
+import oracle
 
 F32 = torch.float32
 

@@ -143,7 +143,7 @@ class RealFeatureCache:
             lambda rather than an ``nn.Module``.
     """
 
-    def __init__(self, cache_dir: Union[str, "os.PathLike[str]"], *, name: Optional[str] = None) -> None:
+    def __init__(self, cache_dir: Union[str, os.PathLike[str]], *, name: Optional[str] = None) -> None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir):
             raise TypeError(f"Expected argument `cache_dir` to be a folder path, but got {cache_dir!r}")
         self.cache_dir = Path(cache_dir).expanduser()

@@ -168,10 +168,10 @@ class ImageExtractor(FeatureExtractor):
     def forward(self, x: Any) -> Tensor:
         return self.embed(self.preprocess(x))
 
-    def train(self, mode: bool = True) -> "ImageExtractor":
+    def train(self, mode: bool = True) -> ImageExtractor:
         return super().train(False)
 
-    def freeze(self) -> "ImageExtractor":
+    def freeze(self) -> ImageExtractor:
         """No gradients, eval mode; returns self."""
         self.requires_grad_(False)
         return self.eval()
