@@ -76,7 +76,9 @@ def unpadded_count(sampler: DistributedSampler, limit: Optional[int] = None) -> 
         [4, 3, 3]
     """
     if not isinstance(sampler, DistributedSampler):
-        raise TypeError(f"Expected argument `sampler` to be a torch DistributedSampler, but got {type(sampler).__name__}")
+        raise TypeError(
+            f"Expected argument `sampler` to be a torch DistributedSampler, but got {type(sampler).__name__}"
+        )
     genuine = min(len(sampler.dataset), sampler.total_size)
     if limit is not None:
         genuine = min(genuine, check_positive_int(limit, "limit"))

@@ -2,9 +2,9 @@
 
 The generated set is a fixed table and ``sample_fn`` returns the rows of the calling rank's
 block (:func:`lightning_prd.callback.rank_shard`), so the gathered set is exactly the
-single-process set, in the same order: even PRD (seeded k-means) must agree. The real set is a DataLoader under DDP and a tensor in the single
-process, which also checks that the two sharding paths agree. Set sizes are odd, so the
-shards are uneven.
+single-process set, in the same order: even PRD (seeded k-means) must agree. The real set is a
+DataLoader under DDP and a tensor in the single process, which also checks that the two sharding
+paths agree. Set sizes are odd, so the shards are uneven.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ class Dump(pl.Callback):
 
     def on_train_epoch_end(self, trainer, pl_module):
         values = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("prd/")}
-        with open(os.path.join(self.out_dir, f"rank{trainer.global_rank}_epoch{trainer.current_epoch}.json"), "w") as fh:
+        with open(
+            os.path.join(self.out_dir, f"rank{trainer.global_rank}_epoch{trainer.current_epoch}.json"), "w"
+        ) as fh:
             json.dump(values, fh)
 
 

@@ -152,7 +152,9 @@ METRICS = {
     "DensityCoverage": lambda **kw: DensityCoverage(**kw),
     "PRDCurve": lambda **kw: PRDCurve(**PRD, enforce_balance="subsample", **kw),
     "AlphaPrecisionBetaRecall": lambda **kw: AlphaPrecisionBetaRecall(num_alphas=11, **kw),
-    "AlphaPrecisionBetaRecall-oneclass": lambda **kw: AlphaPrecisionBetaRecall(num_alphas=11, embedding="oneclass", **kw),
+    "AlphaPrecisionBetaRecall-oneclass": lambda **kw: AlphaPrecisionBetaRecall(
+        num_alphas=11, embedding="oneclass", **kw
+    ),
     "GenerativeMetrics": lambda **kw: GenerativeMetrics(prd=PRD, realism=True, per_sample=True, error_bars=3, **kw),
 }
 
@@ -201,8 +203,13 @@ def test_knn_scores_independent_of_block_size_on_hard_data():
     real[80:] = real[:10]  # duplicates
     grid = torch.randint(-2, 3, (30, 8), generator=g).float() + 1e3
     real = torch.cat([real, grid])
-    fake = torch.cat([real[::3].clone(), (centres[torch.arange(40) % 2] + 0.02 * torch.randn(40, 8, generator=g)).float(),
-                      torch.randint(-2, 3, (20, 8), generator=g).float() + 1e3])
+    fake = torch.cat(
+        [
+            real[::3].clone(),
+            (centres[torch.arange(40) % 2] + 0.02 * torch.randn(40, 8, generator=g)).float(),
+            torch.randint(-2, 3, (20, 8), generator=g).float() + 1e3,
+        ]
+    )
     outs = []
     for block_bytes in (4096, 20_000, 300_000, 2**30):
         m = GenerativeMetrics(prd=False, per_sample=True, error_bars=2, block_bytes=block_bytes)

@@ -62,7 +62,9 @@ class Comm:
     def __init__(self, rank: int, world: int) -> None:
         self.rank, self.world = rank, world
         if world > 1 and not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError(f"RealFeatureCache: world size {world} needs an initialised torch.distributed process group")
+            raise RuntimeError(
+                f"RealFeatureCache: world size {world} needs an initialised torch.distributed process group"
+            )
 
     def from_zero(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` evaluated on rank 0, returned on every rank."""
@@ -87,10 +89,14 @@ class Comm:
         metas = self.all_gather(None if mine is None else (int(mine.shape[0]), tuple(mine.shape[1:]), str(mine.dtype)))
         shapes = {m[1:] for m in metas if m is not None}
         if len(shapes) != 1:
-            raise ValueError(f"Expected every rank's real features to share one width and dtype, but got {sorted(shapes)}")
+            raise ValueError(
+                f"Expected every rank's real features to share one width and dtype, but got {sorted(shapes)}"
+            )
         tail, dtype_name = shapes.pop()
         dtype = getattr(torch, dtype_name.replace("torch.", ""))
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        device = (
+            torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        )
         most = max(m[0] for m in metas if m is not None)
         padded = torch.zeros((most, *tail), dtype=dtype, device=device)
         if mine is not None:

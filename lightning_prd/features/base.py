@@ -128,7 +128,8 @@ def _batches(data: Any, batch_size: int) -> Iterator[Tensor]:
         return
     if isinstance(data, (str, bytes, dict)) or not isinstance(data, Iterable):
         raise TypeError(
-            f"Expected argument `data` to be a tensor, an array or a DataLoader of samples, but got {type(data).__name__}"
+            "Expected argument `data` to be a tensor, an array or a DataLoader of samples, "
+            f"but got {type(data).__name__}"
         )
     for batch in data:
         yield first_tensor(batch, "argument `data`")

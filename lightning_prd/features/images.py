@@ -290,7 +290,8 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
             state = state[key]
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(
-            f"{model} weights {str(source)[:200]!r} must be a state dict of tensors (a TorchScript module is not supported)"
+            f"{model} weights {str(source)[:200]!r} must be a state dict of tensors "
+            "(a TorchScript module is not supported)"
         )
     return {(k[7:] if k.startswith("module.") else k): v for k, v in state.items()}
 

@@ -97,7 +97,9 @@ class WandbAdapter(LoggerAdapter):
     def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
         import wandb
 
-        payload: Dict[str, Any] = {f"{self.prefix}samples/{k}": wandb.Image(v, caption=f"epoch {epoch}") for k, v in grids.items()}
+        payload: Dict[str, Any] = {
+            f"{self.prefix}samples/{k}": wandb.Image(v, caption=f"epoch {epoch}") for k, v in grids.items()
+        }
         payload.update({f"{self.prefix}{k}": wandb.Histogram(v) for k, v in histograms.items()})
         self._pending.update(payload)
         self._pending.setdefault(self.epoch_key, epoch)

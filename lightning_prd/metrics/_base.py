@@ -59,8 +59,14 @@ class FeatureMetric(Metric):
         if dtype not in (None, torch.float32, torch.float64):
             raise ValueError(f"Expected argument `dtype` to be None, torch.float32 or torch.float64, but got {dtype}")
         if feature_extractor is not None and not callable(feature_extractor):
-            raise TypeError(f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}")
-        self.feature_extractor = feature_extractor if isinstance(feature_extractor, nn.Module) or feature_extractor is None else _Wrap(feature_extractor)
+            raise TypeError(
+                f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"
+            )
+        self.feature_extractor = (
+            feature_extractor
+            if isinstance(feature_extractor, nn.Module) or feature_extractor is None
+            else _Wrap(feature_extractor)
+        )
         if self.feature_extractor is None:
             self.feature_extractor = nn.Identity()
         self.reset_real_features = reset_real_features
@@ -95,7 +101,8 @@ class FeatureMetric(Metric):
         if first is not None and feats.device != first.device and not self.compute_on_cpu:
             # (with compute_on_cpu torchmetrics moves the states to the CPU after each update)
             raise ValueError(
-                f"Expected argument `features` on {first.device} like the samples accumulated so far, but got {feats.device}"
+                f"Expected argument `features` on {first.device} like the samples accumulated so far, "
+                f"but got {feats.device}"
             )
         if _shares_memory(feats, out):
             feats = feats.clone()

@@ -102,7 +102,9 @@ class PRDCurve(FeatureMetric):
             fig = ax.figure
         for i, res in enumerate(results):
             label = None if labels is None else labels[i]
-            ax.plot(res["prd_recall"].cpu().numpy(), res["prd_precision"].cpu().numpy(), alpha=0.5, linewidth=3, label=label)
+            ax.plot(
+                res["prd_recall"].cpu().numpy(), res["prd_precision"].cpu().numpy(), alpha=0.5, linewidth=3, label=label
+            )
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("Recall")
