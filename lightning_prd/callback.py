@@ -322,13 +322,14 @@ class PRDCallbackCore:
 
     def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
         step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
-        for adapter in self._adapters:
+        adapters = self._adapters or []  # built in _publish on global zero, the only rank that logs
+        for adapter in adapters:
             adapter.log_scalars(scalars, epoch, step)
             if self.log_curves:
                 adapter.log_curves(curves, self.history, epoch)
             adapter.flush()
-        blind = [type(a.logger).__name__ for a in self._adapters if not a.supports_curves]
-        if self.log_curves and not self._warned_curves and (blind or not self._adapters):
+        blind = [type(a.logger).__name__ for a in adapters if not a.supports_curves]
+        if self.log_curves and not self._warned_curves and (blind or not adapters):
             self._warned_curves = True
             if blind:
                 what = f"the loggers {blind} get the scores only: curves and figures are skipped for them"

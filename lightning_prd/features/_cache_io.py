@@ -15,14 +15,15 @@ from torch import Tensor
 
 def tensor_bytes(t: Tensor) -> memoryview:
     """The raw bytes of ``t`` (any dtype, any device; copied to the CPU when needed)."""
-    return memoryview(t.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
+    return t.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy().data
 
 
 class RowHasher:
     """SHA-256 of rows streamed in chunks; the chunk boundaries do not enter the digest."""
 
     def __init__(self) -> None:
-        self.sha, self.rows, self._layout = hashlib.sha256(), 0, None
+        self.sha, self.rows = hashlib.sha256(), 0
+        self._layout: Optional[str] = None
 
     def update(self, x: Tensor) -> None:
         layout = f"{x.dtype}{tuple(x.shape[1:])}"

@@ -140,7 +140,7 @@ def _total(data: Any) -> Optional[int]:
         return int(data.shape[0]) if data.ndim else None
     dataset = getattr(data, "dataset", None)
     try:
-        return len(dataset) if dataset is not None else None  # type: ignore[arg-type]
+        return len(dataset) if dataset is not None else None
     except TypeError:
         return None
 

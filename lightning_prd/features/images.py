@@ -134,6 +134,7 @@ class ImageExtractor(FeatureExtractor):
 
     input_dtype = torch.uint8
     input_range = (0.0, 1.0)
+    input_size: Tuple[int, int]  # always set: an image network runs at one size
 
     def __init__(
         self,
@@ -276,6 +277,7 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
 
     ``{"state_dict": ...}``/``{"model": ...}`` wrappers and ``module.`` prefixes are removed.
     """
+    state: Any
     if isinstance(source, Mapping):
         state = source
     else:
