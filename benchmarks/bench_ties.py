@@ -42,12 +42,14 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     gauss_real = torch.randn(tab_real.shape, generator=g)
     gauss_fake = torch.randn(tab_real.shape, generator=g)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, N = M = {args.n:,}, D = {tab_real.shape[1]}\n")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, N = M = {args.n:,}, D = {tab_real.shape[1]}\n"
+    )
     print("| data | P/R + D/C s | authenticity s |")
     print("|---|---|---|")
     for name, real, fake in (("one-hot tabular", tab_real, tab_fake), ("Gaussian", gauss_real, gauss_fake)):
-        scores = timed(lambda: (precision_recall(real, fake), density_coverage(real, fake)))
-        auth = timed(lambda: authenticity(real, fake))
+        scores = timed(lambda real=real, fake=fake: (precision_recall(real, fake), density_coverage(real, fake)))
+        auth = timed(lambda real=real, fake=fake: authenticity(real, fake))
         print(f"| {name} | {scores:.2f} | {auth:.2f} |")
 
 

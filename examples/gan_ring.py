@@ -312,14 +312,28 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
         sweep = sweep_knob(lambda s, n: model.sample(n, latent_scale=s), real_test, SCALES,
                            num_samples=n_eval, seed=args.seed + 4)
         trade = {f"latent scale {r['value']:g}": {k: v for k, v in r.items() if k != "value"} for r in sweep.rows()}
-        logger.experiment.add_figure("samples/latent_scale_sweep", plot_sweep(sweep, knob="scale "), global_step=epochs - 1)
-        logger.experiment.add_figure("samples/ring", scatter_figure({
-            "real": real_test, "trained GAN": model.sample(n_eval), "collapsed": ring(n_eval, seed=args.seed + 5, modes=[0, 1]),
-        }), global_step=epochs - 1)
+        logger.experiment.add_figure(
+            "samples/latent_scale_sweep", plot_sweep(sweep, knob="scale "), global_step=epochs - 1
+        )
+        logger.experiment.add_figure(
+            "samples/ring",
+            scatter_figure(
+                {
+                    "real": real_test,
+                    "trained GAN": model.sample(n_eval),
+                    "collapsed": ring(n_eval, seed=args.seed + 5, modes=[0, 1]),
+                }
+            ),
+            global_step=epochs - 1,
+        )
         logger.experiment.flush()
     gan, bad = rows["trained GAN"], rows["collapsed (2 of 8 modes)"]
-    print("\ncollapsed vs trained GAN: precision {:.2f} vs {:.2f}, recall {:.2f} vs {:.2f}, coverage {:.2f} vs {:.2f}".format(
-        bad["precision"], gan["precision"], bad["recall"], gan["recall"], bad["coverage"], gan["coverage"]))
+    print(
+        "\ncollapsed vs trained GAN: precision {:.2f} vs {:.2f}, recall {:.2f} vs {:.2f}, "
+        "coverage {:.2f} vs {:.2f}".format(
+            bad["precision"], gan["precision"], bad["recall"], gan["recall"], bad["coverage"], gan["coverage"]
+        )
+    )
     word = {k: "higher" if bad[k] > gan[k] else "lower" if bad[k] < gan[k] else "the same" for k in gan}
     print(f"  -> the collapsed sampler (2 of 8 modes by construction) scores {word['precision']} precision, "
           f"{word['recall']} recall and {word['coverage']} coverage than the trained GAN")

@@ -10,8 +10,8 @@ from lightning_prd.metrics import (
     DensityCoverage,
     FrechetDistance,
     GenerativeMetrics,
-    PrecisionRecall,
     PRDCurve,
+    PrecisionRecall,
 )
 
 __version__ = "0.1.0"

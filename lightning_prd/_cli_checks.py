@@ -40,8 +40,8 @@ def _quiet(parser: argparse.ArgumentParser) -> List[argparse.ArgumentParser]:
         def stop(*args: Any, **kwargs: Any) -> NoReturn:
             raise _Stop()
 
-        p.error = stop  # type: ignore[method-assign,assignment]
-        p.exit = stop  # type: ignore[method-assign,assignment]
+        p.error = stop  # type: ignore[method-assign]
+        p.exit = stop  # type: ignore[method-assign]
         p._print_message = lambda *a, **k: None  # type: ignore[method-assign]
     return parsers
 

@@ -35,7 +35,9 @@ def gather_features(x: Tensor, group: Optional[Any] = None) -> List[Tensor]:
     dist.all_gather(metas, meta, group=group)
     widths = {int(m[1]) for m in metas if int(m[1]) >= 0}
     if len(widths) > 1:
-        raise ValueError(f"Expected every rank to hold features of one width, but the ranks hold widths {sorted(widths)}")
+        raise ValueError(
+            f"Expected every rank to hold features of one width, but the ranks hold widths {sorted(widths)}"
+        )
     if not widths:  # nothing anywhere: keep torchmetrics' empty placeholder
         return [x.new_zeros((0,)) for _ in range(world)]
     dim = widths.pop()

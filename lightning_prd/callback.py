@@ -87,17 +87,26 @@ class PRDCallbackCore:
         log_images: bool = False,
         num_images: int = 16,
         evaluate_on_train_end: bool = True,
-        cache_dir: Union[None, str, "os.PathLike[str]", RealFeatureCache] = None,
+        cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
     ) -> None:
         if isinstance(real, Tensor):
             if real.ndim < 1 or real.shape[0] == 0:
-                raise ValueError(f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}")
+                raise ValueError(
+                    f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}"
+                )
         elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
-            raise TypeError(f"Expected argument `real` to be a tensor or a DataLoader of real samples, but got {type(real).__name__}")
+            raise TypeError(
+                "Expected argument `real` to be a tensor or a DataLoader of real samples, "
+                f"but got {type(real).__name__}"
+            )
         if sample_fn is not None and not callable(sample_fn):
-            raise TypeError(f"Expected argument `sample_fn` to be callable as sample_fn(pl_module, n), but got {sample_fn!r}")
+            raise TypeError(
+                f"Expected argument `sample_fn` to be callable as sample_fn(pl_module, n), but got {sample_fn!r}"
+            )
         if feature_extractor is not None and not callable(feature_extractor):
-            raise TypeError(f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}")
+            raise TypeError(
+                f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"
+            )
         if num_real is not None:
             num_real = check_positive_int(num_real, "num_real")
         if not isinstance(prefix, str):
@@ -119,11 +128,15 @@ class PRDCallbackCore:
             raise TypeError(f"Expected argument `log_images` to be a bool, but got {log_images!r}")
         self.log_images = log_images
         if not isinstance(evaluate_on_train_end, bool):
-            raise TypeError(f"Expected argument `evaluate_on_train_end` to be a bool, but got {evaluate_on_train_end!r}")
+            raise TypeError(
+                f"Expected argument `evaluate_on_train_end` to be a bool, but got {evaluate_on_train_end!r}"
+            )
         self.evaluate_on_train_end = evaluate_on_train_end
         self.num_images = check_positive_int(num_images, "num_images")
         self.metric = _build_metric(metric, per_sample=log_images)
-        self.cache = cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
+        self.cache = (
+            cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
+        )
         if self.cache is not None:
             check_cacheable(feature_extractor, self.cache.name)  # fail early
         self._images: List[Tensor] = []
@@ -202,7 +215,9 @@ class PRDCallbackCore:
         self.metric.to(device)
         if isinstance(self.feature_extractor, nn.Module):
             self.feature_extractor.to(device)
-        modules = [m for root in (pl_module, self.feature_extractor) if isinstance(root, nn.Module) for m in root.modules()]
+        modules = [
+            m for root in (pl_module, self.feature_extractor) if isinstance(root, nn.Module) for m in root.modules()
+        ]
         modes = [(m, m.training) for m in modules]
         try:
             for m in modules:
@@ -247,7 +262,9 @@ class PRDCallbackCore:
             raise
         self._real_ready = True
 
-    def _publish(self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False) -> None:
+    def _publish(
+        self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False
+    ) -> None:
         epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if _is_scalar(v)}
@@ -305,13 +322,14 @@ class PRDCallbackCore:
 
     def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
         step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
-        for adapter in self._adapters:
+        adapters = self._adapters or []  # built in _publish on global zero, the only rank that logs
+        for adapter in adapters:
             adapter.log_scalars(scalars, epoch, step)
             if self.log_curves:
                 adapter.log_curves(curves, self.history, epoch)
             adapter.flush()
-        blind = [type(a.logger).__name__ for a in self._adapters if not a.supports_curves]
-        if self.log_curves and not self._warned_curves and (blind or not self._adapters):
+        blind = [type(a.logger).__name__ for a in adapters if not a.supports_curves]
+        if self.log_curves and not self._warned_curves and (blind or not adapters):
             self._warned_curves = True
             if blind:
                 what = f"the loggers {blind} get the scores only: curves and figures are skipped for them"
@@ -329,7 +347,9 @@ class PRDCallbackCore:
         out = self.sample_fn(pl_module, n) if self.sample_fn is not None else pl_module.sample(n)
         name = "sample_fn" if self.sample_fn is not None else f"{type(pl_module).__name__}.sample"
         if not isinstance(out, Tensor):
-            raise TypeError(f"Expected `{name}(…, {n})` to return a tensor of {n} samples, but got {type(out).__name__}")
+            raise TypeError(
+                f"Expected `{name}(…, {n})` to return a tensor of {n} samples, but got {type(out).__name__}"
+            )
         if out.ndim == 0 or out.shape[0] != n:
             raise ValueError(f"Expected `{name}(…, {n})` to return {n} samples, but got shape {tuple(out.shape)}")
         return out
@@ -551,7 +571,9 @@ def _build_metric(metric: Union[None, Mapping[str, Any], Any], per_sample: bool 
         options = {"reset_real_features": False, "per_sample": per_sample, **metric}
         return GenerativeMetrics(**options)
     if isinstance(metric, type):
-        raise TypeError(f"Expected argument `metric` to be a Metric instance, but got the class {metric.__name__}: call it")
+        raise TypeError(
+            f"Expected argument `metric` to be a Metric instance, but got the class {metric.__name__}: call it"
+        )
     if all(callable(getattr(metric, name, None)) for name in ("update", "compute", "reset", "to")):
         return metric
     raise TypeError(

@@ -219,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
         epilog=epilog,
         description="Fidelity and diversity of generated samples: precision, recall, density, coverage, "
-        "PRD, alpha-precision/beta-recall, authenticity and the Frechet distance, from saved features or image folders.",
+        "PRD, alpha-precision/beta-recall, authenticity and the Frechet distance, "
+        "from saved features or image folders.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{evaluate,compare,runs}")

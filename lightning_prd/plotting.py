@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -198,7 +198,7 @@ def plot_runs(runs: Mapping[str, Mapping[str, Sequence[Tuple[int, float]]]], *, 
 
     names = list(panels)
     rows = (len(names) + 1) // 2
-    mosaic = [["trajectory", *names[2 * r : 2 * r + 2]] for r in range(rows)]
+    mosaic: List[Any] = [["trajectory", *names[2 * r : 2 * r + 2]] for r in range(rows)]
     mosaic = [row + ["."] * (3 - len(row)) for row in mosaic] or [["trajectory"]]
     fig = Figure(figsize=(13, 3.3 * max(rows, 2)), dpi=100, layout="constrained")
     axes = fig.subplot_mosaic(mosaic)
@@ -221,7 +221,7 @@ def plot_runs(runs: Mapping[str, Mapping[str, Sequence[Tuple[int, float]]]], *, 
     traj.set(xlim=(0, 1.02), ylim=(0, 1.02 * top), xlabel="recall", ylabel="precision")
     traj.set_title("precision–recall over epochs")
     handles, _ = traj.get_legend_handles_labels()
-    grey = {"linestyle": "none", "markeredgecolor": "0.3"}
+    grey: Dict[str, Any] = {"linestyle": "none", "markeredgecolor": "0.3"}
     handles += [
         Line2D([], [], marker="o", markerfacecolor="none", label="first epoch", **grey),
         Line2D([], [], marker="s", markerfacecolor="0.3", label="last epoch", **grey),

@@ -34,7 +34,7 @@ import csv
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Sequence, Tuple
 
 from lightning_prd.scores import DIRECTIONS, best_index, direction
 
@@ -85,7 +85,7 @@ class Run:
         return out
 
 
-def score_order(names: Sequence[str]) -> List[str]:
+def score_order(names: Collection[str]) -> List[str]:
     """The package's table order (:data:`~lightning_prd.scores.DIRECTIONS`), then other names sorted."""
     known = [n for n in DIRECTIONS if n in names]
     return known + sorted(set(names) - set(known))
@@ -172,7 +172,7 @@ def _read_csv(file: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List
                     )
                 for column, text in cells.items():
                     value = _number(text, file, line, column)
-                    scores.setdefault(column[len(prefix) :], {})[int(epoch)] = value  # type: ignore[assignment]
+                    scores.setdefault(column[len(prefix) :], {})[int(epoch)] = value
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise RunsError(f"{file}: cannot read the file as CSV: {getattr(err, 'strerror', None) or err}") from err
     return scores, columns

@@ -22,7 +22,7 @@ of the Metric classes can keep ``features[:unpadded_count(sampler) - seen]``.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sized, cast
 
 from torch.utils.data import DistributedSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler
 
@@ -76,8 +76,10 @@ def unpadded_count(sampler: DistributedSampler, limit: Optional[int] = None) -> 
         [4, 3, 3]
     """
     if not isinstance(sampler, DistributedSampler):
-        raise TypeError(f"Expected argument `sampler` to be a torch DistributedSampler, but got {type(sampler).__name__}")
-    genuine = min(len(sampler.dataset), sampler.total_size)
+        raise TypeError(
+            f"Expected argument `sampler` to be a torch DistributedSampler, but got {type(sampler).__name__}"
+        )
+    genuine = min(len(cast(Sized, sampler.dataset)), sampler.total_size)  # DistributedSampler requires a sized dataset
     if limit is not None:
         genuine = min(genuine, check_positive_int(limit, "limit"))
     world, rank = sampler.num_replicas, sampler.rank

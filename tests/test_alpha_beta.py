@@ -107,7 +107,9 @@ def _assert_matches(out, ref):
 # N - 1 and M - 1 are chosen so no alpha-grid quantile falls exactly on a sample (the
 # numpy and torch interpolation formulas may round differently there).
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize(("n", "m", "d", "k", "num_alphas"), [(80, 61, 5, 5, 30), (47, 90, 3, 1, 11), (60, 40, 16, 3, 7)])
+@pytest.mark.parametrize(
+    ("n", "m", "d", "k", "num_alphas"), [(80, 61, 5, 5, 30), (47, 90, 3, 1, 11), (60, 40, 16, 3, 7)]
+)
 def test_matches_oracle(dtype, n, m, d, k, num_alphas):
     real, fake = _data(n, m, d, seed=n + m, dtype=dtype)
     out = alpha_precision_beta_recall(real, fake, num_alphas=num_alphas, k=k)
@@ -354,7 +356,12 @@ def test_invalid_inputs():
         alpha_beta_masks(per_sample, alpha=1.5)
     with pytest.raises(ValueError, match="`beta`"):
         alpha_beta_masks(per_sample, beta=-0.1)
-    bad_oneclass = [({"rep_dim": 0}, "`rep_dim`"), ({"lr": -1.0}, "`lr`"), ({"seed": 1.5}, "`seed`"), ({"center": "x"}, "`center`")]
+    bad_oneclass = [
+        ({"rep_dim": 0}, "`rep_dim`"),
+        ({"lr": -1.0}, "`lr`"),
+        ({"seed": 1.5}, "`seed`"),
+        ({"center": "x"}, "`center`"),
+    ]
     for kwargs, match in bad_oneclass:
         with pytest.raises(ValueError, match=match):
             train_oneclass(real, **kwargs)

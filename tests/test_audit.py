@@ -2,10 +2,11 @@
 
 import torch
 
-import oracle
 from lightning_prd.functional import density_coverage, precision_recall
 from lightning_prd.functional.alpha_beta import authenticity
 from lightning_prd.functional.audit import audit_samples, filter_fake
+
+import oracle
 
 
 def _planted(rng):

@@ -17,8 +17,8 @@ from lightning_prd import (
     DensityCoverage,
     FrechetDistance,
     GenerativeMetrics,
-    PrecisionRecall,
     PRDCurve,
+    PrecisionRecall,
 )
 from lightning_prd.functional.uncertainty import score_spread
 
@@ -67,15 +67,39 @@ def _bad_features():
         ("inf-fake", real, _with(fake, 0, 0, float("-inf")), ValueError, r"`fake` to be finite, but 1 of its 40 rows"),
         ("1d-real", real[:, 0], fake, ValueError, r"`real` to be a 2-D tensor.*\(40,\)"),
         ("3d-fake", real, fake[None], ValueError, r"`fake` to be a 2-D tensor.*\(1, 40, 4\)"),
-        ("widths", real, fake[:, :3], ValueError, r"`real` and `fake` to have the same number of features, but got 4 and 3"),
-        ("int-real", real.long(), fake, TypeError, r"`real` to hold floating-point features, but got dtype torch.int64"),
+        (
+            "widths",
+            real,
+            fake[:, :3],
+            ValueError,
+            r"`real` and `fake` to have the same number of features, but got 4 and 3",
+        ),
+        (
+            "int-real",
+            real.long(),
+            fake,
+            TypeError,
+            r"`real` to hold floating-point features, but got dtype torch.int64",
+        ),
         ("bool-fake", real, fake > 0, TypeError, r"`fake` to hold floating-point features, but got dtype torch.bool"),
         ("complex-real", real.to(torch.complex64), fake, TypeError, r"`real` .*torch.complex64"),
         ("empty-fake", real, fake[:0], ValueError, r"`fake` to hold at least one sample, but got shape \(0, 4\)"),
-        ("no-features", real[:, :0], fake[:, :0], ValueError, r"`real` to have at least one feature, but got shape \(40, 0\)"),
+        (
+            "no-features",
+            real[:, :0],
+            fake[:, :0],
+            ValueError,
+            r"`real` to have at least one feature, but got shape \(40, 0\)",
+        ),
         ("string", "features.npy", fake, TypeError, r"`real` to be a tensor or array of features, but got str"),
         ("none", real, None, TypeError, r"`fake` to be a tensor or array of features, but got NoneType"),
-        ("meta", torch.empty(40, 4, device="meta"), fake, ValueError, r"`real` to hold data, but got a tensor on the meta device"),
+        (
+            "meta",
+            torch.empty(40, 4, device="meta"),
+            fake,
+            ValueError,
+            r"`real` to hold data, but got a tensor on the meta device",
+        ),
     ]
 
 
@@ -191,7 +215,9 @@ def test_numpy_integer_options_equal_python_ints():
     """Options coming from NumPy (``np.int64`` from a sweep grid) used to be rejected."""
     real, fake = _data()
     assert F.precision_recall(real, fake, k=np.int64(4)) == F.precision_recall(real, fake, k=4)
-    a = F.prd_curve(real, fake, num_clusters=np.int32(3), num_runs=np.int64(2), seed=np.int64(5), num_angles=np.int16(11))
+    a = F.prd_curve(
+        real, fake, num_clusters=np.int32(3), num_runs=np.int64(2), seed=np.int64(5), num_angles=np.int16(11)
+    )
     b = F.prd_curve(real, fake, num_clusters=3, num_runs=2, seed=5, num_angles=11)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     ab = F.alpha_precision_beta_recall(real, fake, num_alphas=np.int64(7))
@@ -201,7 +227,14 @@ def test_numpy_integer_options_equal_python_ints():
 
 # -- dtypes and layouts that are accepted ------------------------------------------------------------
 
-_EXACT = ["precision_recall", "density_coverage", "realism_score", "alpha_precision_beta_recall", "authenticity", "audit_samples"]
+_EXACT = [
+    "precision_recall",
+    "density_coverage",
+    "realism_score",
+    "alpha_precision_beta_recall",
+    "authenticity",
+    "audit_samples",
+]
 
 
 def _assert_same(a, b):
@@ -265,7 +298,12 @@ def _bad_batches():
         ("inf", _with(fake, 0, 0, float("inf")), ValueError, r"`features` to be finite"),
         ("1d", fake[:, 0], ValueError, r"`features` to be a 2-D tensor.*\(10,\)"),
         ("3d", fake[None], ValueError, r"`features` to be a 2-D tensor.*\(1, 10, 4\)"),
-        ("width", fake[:, :3], ValueError, r"`features` to have 4 features like the samples accumulated so far, but got shape \(10, 3\)"),
+        (
+            "width",
+            fake[:, :3],
+            ValueError,
+            r"`features` to have 4 features like the samples accumulated so far, but got shape \(10, 3\)",
+        ),
         ("int", fake.long(), TypeError, r"`features` to hold floating-point features, but got dtype torch.int64"),
         ("no-features", fake[:, :0], ValueError, r"`features` to have at least one feature"),
         ("string", "batch", TypeError, r"`features` to be a tensor or array of features, but got str"),
@@ -302,7 +340,9 @@ def test_metric_compute_with_nothing_accumulated(name):
         metric.compute()
 
 
-@pytest.mark.parametrize("name", ["PrecisionRecall", "DensityCoverage", "AlphaPrecisionBetaRecall", "GenerativeMetrics"])
+@pytest.mark.parametrize(
+    "name", ["PrecisionRecall", "DensityCoverage", "AlphaPrecisionBetaRecall", "GenerativeMetrics"]
+)
 def test_metric_too_few_samples_keeps_state(name):
     real, fake = _data()
     metric = METRICS[name]()
@@ -437,7 +477,11 @@ def test_metric_call_accumulates_and_loses_nothing(name):
         (dict(seed="0"), ValueError, "`seed`.*'0'"),
         (dict(metric=dict(k_precision_recall=0)), ValueError, "`k_precision_recall`.*0"),
         (dict(metric=dict(knn=3)), ValueError, "knn"),
-        (dict(metric=PrecisionRecall), TypeError, "`metric` to be a Metric instance, but got the class PrecisionRecall"),
+        (
+            dict(metric=PrecisionRecall),
+            TypeError,
+            "`metric` to be a Metric instance, but got the class PrecisionRecall",
+        ),
     ],
 )
 def test_callback_rejects_bad_arguments(kwargs, error, match):
@@ -451,7 +495,9 @@ def test_callback_rejects_bad_arguments(kwargs, error, match):
 def test_callback_numpy_integer_options_are_plain_ints():
     from lightning_prd import PRDCallback
 
-    cb = PRDCallback(torch.randn(10, 4), num_samples=np.int64(8), num_real=np.int32(5), seed=np.int64(2), every_n_epochs=np.int8(1))
+    cb = PRDCallback(
+        torch.randn(10, 4), num_samples=np.int64(8), num_real=np.int32(5), seed=np.int64(2), every_n_epochs=np.int8(1)
+    )
     assert [type(v) for v in (cb.num_samples, cb.num_real, cb.seed, cb.every_n_epochs)] == [int] * 4
 
 
@@ -487,7 +533,9 @@ def test_generative_metrics_names_the_k_that_is_too_large():
     metric = GenerativeMetrics(prd=False, k_precision_recall=12)
     metric.update(real, real=True)
     metric.update(fake[:12], real=False)
-    with pytest.raises(ValueError, match=r"`fake` to hold at least k_precision_recall \+ 1 = 13 samples for k-NN radii, but got 12"):
+    with pytest.raises(
+        ValueError, match=r"`fake` to hold at least k_precision_recall \+ 1 = 13 samples for k-NN radii, but got 12"
+    ):
         metric.compute()
 
 
@@ -565,10 +613,26 @@ def test_zero_dim_tensor_options_are_numbers():
     real, fake = _data()
     audit = F.audit_samples(real, fake)
     q = audit["copy_ratio"].quantile(0.25)
-    kept_t, mask_t = F.filter_fake(fake, audit, copy_ratio=q, fidelity="realism", min_realism=audit["realism"].median(), max_alpha=torch.tensor(0.9))
-    kept_f, mask_f = F.filter_fake(fake, audit, copy_ratio=float(q), fidelity="realism", min_realism=float(audit["realism"].median()), max_alpha=0.9)
+    kept_t, mask_t = F.filter_fake(
+        fake,
+        audit,
+        copy_ratio=q,
+        fidelity="realism",
+        min_realism=audit["realism"].median(),
+        max_alpha=torch.tensor(0.9),
+    )
+    kept_f, mask_f = F.filter_fake(
+        fake,
+        audit,
+        copy_ratio=float(q),
+        fidelity="realism",
+        min_realism=float(audit["realism"].median()),
+        max_alpha=0.9,
+    )
     assert torch.equal(mask_t, mask_f) and 0 < int(mask_t.sum()) < 40
-    assert torch.equal(F.filter_fake(fake, audit, fidelity="realism", min_realism=float("inf"))[1], audit["realism"] == float("inf"))
+    assert torch.equal(
+        F.filter_fake(fake, audit, fidelity="realism", min_realism=float("inf"))[1], audit["realism"] == float("inf")
+    )
     assert F.precision_recall(real, fake, k=torch.tensor(4)) == F.precision_recall(real, fake, k=4)
     assert F.precision_recall(real, fake, k=np.array(4)) == F.precision_recall(real, fake, k=4)
     with pytest.raises(ValueError, match="`k` to be a positive integer, but got 4.0"):

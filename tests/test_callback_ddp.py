@@ -2,9 +2,9 @@
 
 The generated set is a fixed table and ``sample_fn`` returns the rows of the calling rank's
 block (:func:`lightning_prd.callback.rank_shard`), so the gathered set is exactly the
-single-process set, in the same order: even PRD (seeded k-means) must agree. The real set is a DataLoader under DDP and a tensor in the single
-process, which also checks that the two sharding paths agree. Set sizes are odd, so the
-shards are uneven.
+single-process set, in the same order: even PRD (seeded k-means) must agree. The real set is a
+DataLoader under DDP and a tensor in the single process, which also checks that the two sharding
+paths agree. Set sizes are odd, so the shards are uneven.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import warnings
 import pytest
 import pytorch_lightning as pl
 import torch
-from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback, rank_shard
+
+from tiny_modules import TinyTrainable
 
 N_REAL, N_FAKE, EPOCHS = 97, 81, 2
 REAL = torch.randn(N_REAL, 2, generator=torch.Generator().manual_seed(0))
@@ -59,7 +60,9 @@ class Dump(pl.Callback):
 
     def on_train_epoch_end(self, trainer, pl_module):
         values = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("prd/")}
-        with open(os.path.join(self.out_dir, f"rank{trainer.global_rank}_epoch{trainer.current_epoch}.json"), "w") as fh:
+        with open(
+            os.path.join(self.out_dir, f"rank{trainer.global_rank}_epoch{trainer.current_epoch}.json"), "w"
+        ) as fh:
             json.dump(values, fh)
 
 

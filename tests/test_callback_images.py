@@ -10,9 +10,10 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, IMAGES, EventAccumulator
-from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*does not have many workers.*", "ignore:.*LeafSpec.*")
 
@@ -40,7 +41,9 @@ def test_image_grids_and_histogram_reach_tensorboard(tmp_path):
         trainer.fit(ImageGAN())
     covered = cb.last_result["covered"]
     assert not covered[60:].any() and covered[:60].float().mean() > 0.8  # the missed mode is the bright one
-    acc = EventAccumulator(glob.glob(f"{logger.log_dir}/events.out.tfevents.*")[0], size_guidance={IMAGES: 0, HISTOGRAMS: 0})
+    acc = EventAccumulator(
+        glob.glob(f"{logger.log_dir}/events.out.tfevents.*")[0], size_guidance={IMAGES: 0, HISTOGRAMS: 0}
+    )
     acc.Reload()
     images = acc.Tags()["images"]
     assert "prd/samples/least_realistic" in images and "prd/samples/uncovered_real" in images

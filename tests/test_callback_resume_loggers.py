@@ -209,5 +209,7 @@ def test_checkpoint_state_is_compact(tmp_path):
         return len(buf.getvalue())
 
     state = cb.state_dict()
-    per_epoch = (size(state) - size({**state, "history": state["history"][:1], "prd_curves": state["prd_curves"][:1]})) / 3
+    per_epoch = (
+        size(state) - size({**state, "history": state["history"][:1], "prd_curves": state["prd_curves"][:1]})
+    ) / 3
     assert per_epoch < 1000, per_epoch

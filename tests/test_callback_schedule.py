@@ -16,10 +16,11 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
-from tiny_modules import TinyTrainable
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

@@ -15,9 +15,10 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import EarlyStopping
-from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback, rank_shard
+
+from tiny_modules import TinyTrainable
 
 N_REAL, N_FAKE = 61, 45
 REAL = torch.randn(N_REAL, 2, generator=torch.Generator().manual_seed(0))
@@ -71,8 +72,12 @@ CASES = [
     # max_steps inside epoch 1 (2 steps per epoch per rank), not due (every_n_epochs=3): final at on_train_epoch_end
     ("max_steps", dict(max_steps=3, max_epochs=10), (), [(1, 3)]),
     # EarlyStopping at train-epoch end runs after PRDCallback: final at on_train_end
-    ("early stopping", dict(max_epochs=10), (lambda: EarlyStopping(monitor="flat", patience=0, check_on_train_epoch_end=True),),
-     [(1, 4)]),
+    (
+        "early stopping",
+        dict(max_epochs=10),
+        (lambda: EarlyStopping(monitor="flat", patience=0, check_on_train_epoch_end=True),),
+        [(1, 4)],
+    ),
 ]
 
 

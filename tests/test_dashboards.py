@@ -12,11 +12,12 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
-from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.loggers.tensorboard import custom_scalars_layout
 from lightning_prd.plotting import label_indices, plot_runs, plot_trajectory
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"

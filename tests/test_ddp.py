@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from ddp_utils import run_ddp
 from lightning_prd import DensityCoverage, GenerativeMetrics, PrecisionRecall
+
+from ddp_utils import run_ddp
 
 BLOCK = 12000  # small tiles: each rank gets several, so the split of the work is exercised
 G = torch.Generator().manual_seed(5)
@@ -155,7 +156,11 @@ def _collection_forward_and_explicit_sync(rank, world):
         single.update(REAL[s : s + 7], real=True)
     single.update(FAKE[rank::2], real=False)
     single.sync()  # synced by hand (e.g. to inspect the gathered features) ...
-    rows = single.real_features.shape[0] if torch.is_tensor(single.real_features) else sum(t.shape[0] for t in single.real_features)
+    rows = (
+        single.real_features.shape[0]
+        if torch.is_tensor(single.real_features)
+        else sum(t.shape[0] for t in single.real_features)
+    )
     single.unsync()  # ... and back: compute syncs again, once
     synced = {k: float(v) for k, v in single.compute().items()}
     return first, again, synced, rows

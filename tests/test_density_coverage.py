@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-import oracle
 from lightning_prd.functional import density_coverage, frechet_distance, precision_recall
+
+import oracle
 
 REAL_1D = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
 FAKE_1D = torch.tensor([[0.2], [0.8], [1.1], [7.0]])

@@ -27,7 +27,6 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import CSVLogger
-from tiny_modules import TinyTrainable
 
 from lightning_prd import (
     AlphaPrecisionBetaRecall,
@@ -39,6 +38,8 @@ from lightning_prd import (
 )
 from lightning_prd.functional import _kmeans, alpha_precision_beta_recall, prd_curve
 from lightning_prd.functional._oneclass import train_oneclass
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*",
@@ -151,7 +152,9 @@ METRICS = {
     "DensityCoverage": lambda **kw: DensityCoverage(**kw),
     "PRDCurve": lambda **kw: PRDCurve(**PRD, enforce_balance="subsample", **kw),
     "AlphaPrecisionBetaRecall": lambda **kw: AlphaPrecisionBetaRecall(num_alphas=11, **kw),
-    "AlphaPrecisionBetaRecall-oneclass": lambda **kw: AlphaPrecisionBetaRecall(num_alphas=11, embedding="oneclass", **kw),
+    "AlphaPrecisionBetaRecall-oneclass": lambda **kw: AlphaPrecisionBetaRecall(
+        num_alphas=11, embedding="oneclass", **kw
+    ),
     "GenerativeMetrics": lambda **kw: GenerativeMetrics(prd=PRD, realism=True, per_sample=True, error_bars=3, **kw),
 }
 
@@ -200,8 +203,13 @@ def test_knn_scores_independent_of_block_size_on_hard_data():
     real[80:] = real[:10]  # duplicates
     grid = torch.randint(-2, 3, (30, 8), generator=g).float() + 1e3
     real = torch.cat([real, grid])
-    fake = torch.cat([real[::3].clone(), (centres[torch.arange(40) % 2] + 0.02 * torch.randn(40, 8, generator=g)).float(),
-                      torch.randint(-2, 3, (20, 8), generator=g).float() + 1e3])
+    fake = torch.cat(
+        [
+            real[::3].clone(),
+            (centres[torch.arange(40) % 2] + 0.02 * torch.randn(40, 8, generator=g)).float(),
+            torch.randint(-2, 3, (20, 8), generator=g).float() + 1e3,
+        ]
+    )
     outs = []
     for block_bytes in (4096, 20_000, 300_000, 2**30):
         m = GenerativeMetrics(prd=False, per_sample=True, error_bars=2, block_bytes=block_bytes)

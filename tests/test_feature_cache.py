@@ -12,13 +12,14 @@ import warnings
 import pytest
 import pytorch_lightning as pl
 import torch
-from ddp_utils import run_ddp
-from tiny_modules import TinyTrainable
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback, rank_shard
 from lightning_prd.features.cache import RealFeatureCache, extractor_identity
+
+from ddp_utils import run_ddp
+from tiny_modules import TinyTrainable
 
 REAL = torch.randn(70, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 0.8 * torch.randn(50, 3, generator=torch.Generator().manual_seed(1)) + 0.2
@@ -178,7 +179,7 @@ def _first_feature_bytes():
 
 
 def test_a_plain_function_needs_a_name(tmp_path):
-    fn = lambda x: x * 2
+    fn = lambda x: x * 2  # noqa: E731 - an anonymous lambda is the case under test
     with pytest.raises(ValueError, match="feature_extractor.*RealFeatureCache"):
         PRDCallback(REAL, feature_extractor=fn, cache_dir=tmp_path)
     PRDCallback(REAL, feature_extractor=fn, cache_dir=RealFeatureCache(tmp_path, name="double"))
@@ -194,13 +195,20 @@ def _ranks(rank, world, folder):
     try:
         for total in (7, 1):  # uneven shards; rank 1 idle
             mine = rank_shard(total, rank, world)
-            chunks = lambda mine=mine: iter(REAL[mine.start : mine.stop].split(4))
+
+            def chunks(mine=mine):
+                return iter(REAL[mine.start : mine.stop].split(4))
+
             out[total] = []
             for _ in range(2):
                 extractor, cache = Counting(), RealFeatureCache(f"{folder}/{total}")
-                feats = cache.real_features(extractor, chunks, extractor, num_real=total, rank=rank, world=world, chunk_rows=5)
+                feats = cache.real_features(
+                    extractor, chunks, extractor, num_real=total, rank=rank, world=world, chunk_rows=5
+                )
                 feats = list(feats)
-                out[total].append((torch.cat(feats) if feats else torch.empty(0, 4), extractor.real_rows, cache.last_status))
+                out[total].append(
+                    (torch.cat(feats) if feats else torch.empty(0, 4), extractor.real_rows, cache.last_status)
+                )
     finally:
         torch.save = save
     return out
@@ -247,8 +255,14 @@ def test_callback_under_ddp_reads_its_own_cache(tmp_path):
     for run in ("first", "second"):
         out = tmp_path / run
         out.mkdir()
-        cb = PRDCallback(REAL, feature_extractor=Counting(), num_samples=50, batch_size=16, cache_dir=tmp_path / "cache",
-                         log_curves=False)
+        cb = PRDCallback(
+            REAL,
+            feature_extractor=Counting(),
+            num_samples=50,
+            batch_size=16,
+            cache_dir=tmp_path / "cache",
+            log_curves=False,
+        )
         trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False,
                              enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                              callbacks=[cb, DumpRank(cb, out)])

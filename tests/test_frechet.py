@@ -3,13 +3,19 @@
 import pytest
 import torch
 
-import oracle
 from lightning_prd.functional import frechet_distance
+
+import oracle
 
 
 def test_equals_scipy_oracle(rng):
     real = torch.randn(500, 12, generator=rng, dtype=torch.float64)
-    fake = torch.randn(400, 12, generator=rng, dtype=torch.float64) @ torch.randn(12, 12, generator=rng, dtype=torch.float64) * 0.3 + 0.5
+    fake = (
+        torch.randn(400, 12, generator=rng, dtype=torch.float64)
+        @ torch.randn(12, 12, generator=rng, dtype=torch.float64)
+        * 0.3
+        + 0.5
+    )
     assert float(frechet_distance(real, fake)) == pytest.approx(oracle.frechet(real.numpy(), fake.numpy()), rel=1e-9)
 
 

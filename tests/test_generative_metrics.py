@@ -4,7 +4,6 @@
 import inspect
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
@@ -12,6 +11,8 @@ import lightning_prd.functional as F
 from lightning_prd import GenerativeMetrics
 from lightning_prd.functional import _engine, generative_metrics
 from lightning_prd.functional.uncertainty import score_spread
+
+import oracle
 
 REAL_1D = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
 FAKE_1D = torch.tensor([[0.2], [0.8], [1.1], [7.0]])

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-import oracle
-from lightning_prd.functional import density_coverage, precision_recall
-from lightning_prd.functional import _knn
+from lightning_prd.functional import _knn, density_coverage, precision_recall
 from lightning_prd.functional._engine import knn_pass
+
+import oracle
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -119,9 +119,13 @@ def test_collapsed_duplicates_take_no_slow_path(rng, monkeypatch):
     so no row needs the rigorous all-pairs fallback (it made the cost quadratic)."""
     calls = []
     orig = _knn._exact_rows_topk
-    monkeypatch.setattr(_knn, "_exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args))
+    monkeypatch.setattr(
+        _knn, "_exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args)
+    )
     real = torch.randn(300, 16, generator=rng)
     fake = real[:1].repeat(300, 1)
     p, r = precision_recall(real, fake, k=3)
     assert sum(calls) == 0
-    assert float(p) == 1.0 and float(r) == pytest.approx(float(oracle.precision_recall(real.double().numpy(), fake.double().numpy(), k=3)[1]))
+    assert float(p) == 1.0 and float(r) == pytest.approx(
+        float(oracle.precision_recall(real.double().numpy(), fake.double().numpy(), k=3)[1])
+    )

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
-from tiny_modules import TinyTrainable
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from lightning_prd.callback import PRDCallback
@@ -37,6 +36,8 @@ from lightning_prd.loggers import (
 from lightning_prd.loggers.tensorboard import MAX_PR_POINTS
 from lightning_prd.metrics.generative import GenerativeMetrics
 from lightning_prd.plotting import downsample
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"
@@ -146,7 +147,9 @@ def test_csv_rows_and_curve_files(tmp_path):
     with open(os.path.join(logger.log_dir, "prd_curves", files[-1])) as fh:
         table = list(csv.DictReader(fh))
     assert len(table) == 1001 and list(table[0]) == ["recall", "precision"]
-    np.testing.assert_allclose([float(r["precision"]) for r in table], cb.last_result["prd_precision"].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        [float(r["precision"]) for r in table], cb.last_result["prd_precision"].numpy(), rtol=1e-6
+    )
     with open(os.path.join(logger.log_dir, "alpha_beta_curves", files[-1])) as fh:
         table = list(csv.DictReader(fh))
     assert len(table) == 30 and list(table[0]) == ["alpha", "alpha_precision", "beta_recall"]
@@ -299,7 +302,9 @@ def test_wandb_adapter_with_fake_run(tmp_path, fake_wandb):
     epochs = [row[0] for row in chart["table"].data]
     assert sorted(set(epochs)) == list(range(EPOCHS))  # the table accumulates every epoch
     assert epochs.count(0) == MAX_PR_POINTS
-    assert {k for k in last if k.startswith("prd/figures/")} == {f"prd/figures/{f}" for f in ("prd_curve", "alpha_beta", "trajectory")}
+    assert {k for k in last if k.startswith("prd/figures/")} == {
+        f"prd/figures/{f}" for f in ("prd_curve", "alpha_beta", "trajectory")
+    }
     assert last["prd/figures/trajectory"][0] == "image"
 
 

@@ -32,7 +32,12 @@ def test_batches_equal_functional(batch, data):
     out = m.compute()
     p, r = precision_recall(real, fake, k=3)
     d, c = density_coverage(real, fake, k=5)
-    assert [float(out[n]) for n in ("precision", "recall", "density", "coverage")] == [float(p), float(r), float(d), float(c)]
+    assert [float(out[n]) for n in ("precision", "recall", "density", "coverage")] == [
+        float(p),
+        float(r),
+        float(d),
+        float(c),
+    ]
     assert float(out["frechet_distance"]) == pytest.approx(float(frechet_distance(real, fake)), rel=1e-12)
     torch.testing.assert_close(out["realism"], realism_score(real, fake, k=3))
 

@@ -304,7 +304,9 @@ def test_unequal_sizes():
     assert precision[5] == pytest.approx(1.0) and recall[5] == pytest.approx(1.0)
     a = prd_curve(real, fake, num_clusters=2, num_runs=2, enforce_balance="subsample", num_angles=11)
     b = prd_curve(fake, real, num_clusters=2, num_runs=2, enforce_balance="subsample", num_angles=11)
-    assert torch.equal(a[0], prd_curve(real, fake, num_clusters=2, num_runs=2, enforce_balance="subsample", num_angles=11)[0])
+    assert torch.equal(
+        a[0], prd_curve(real, fake, num_clusters=2, num_runs=2, enforce_balance="subsample", num_angles=11)[0]
+    )
     assert float(a[0].max()) <= 1 and float(b[1].max()) <= 1
 
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-import oracle
 from lightning_prd.functional import precision_recall, realism_score
+
+import oracle
 
 REAL_1D = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
 FAKE_1D = torch.tensor([[0.2], [0.8], [1.1], [7.0]])

@@ -8,11 +8,17 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import oracle
 from lightning_prd.functional import density_coverage, precision_recall
 from lightning_prd.functional._engine import knn_pass
 
-SETTINGS = settings(max_examples=int(os.environ.get("LPRD_HYPOTHESIS_EXAMPLES", 25)), deadline=None, derandomize="LPRD_HYPOTHESIS_EXAMPLES" not in os.environ, suppress_health_check=[HealthCheck.too_slow])
+import oracle
+
+SETTINGS = settings(
+    max_examples=int(os.environ.get("LPRD_HYPOTHESIS_EXAMPLES", 25)),
+    deadline=None,
+    derandomize="LPRD_HYPOTHESIS_EXAMPLES" not in os.environ,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @st.composite
@@ -77,8 +83,11 @@ def test_rigid_motion_invariance_float32_decisions(data, seed):
     moved = _scores(real @ q + shift, fake @ q + shift, k)
     np.testing.assert_allclose(moved, base, atol=1e-12)  # exact up to the rounding of the motion
     as32 = _scores(real.float(), fake.float(), k)
-    ref32 = [float(v) for v in oracle.precision_recall(real.float().double().numpy(), fake.float().double().numpy(), k=k)
-             + oracle.density_coverage(real.float().double().numpy(), fake.float().double().numpy(), k=k)]
+    ref32 = [
+        float(v)
+        for v in oracle.precision_recall(real.float().double().numpy(), fake.float().double().numpy(), k=k)
+        + oracle.density_coverage(real.float().double().numpy(), fake.float().double().numpy(), k=k)
+    ]
     np.testing.assert_allclose(as32, ref32, atol=1e-6)
 
 

@@ -16,10 +16,11 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
-from tiny_modules import TinyTrainable
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.cli import main
+
+from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"

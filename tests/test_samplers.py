@@ -9,14 +9,15 @@ the callback uses it for a real DataLoader with a DistributedSampler.
 import numpy as np
 import pytest
 import torch
-from oracle import kth_radius
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from ddp_utils import run_ddp
 from lightning_prd import GenerativeMetrics
 from lightning_prd.callback import PRDCallback
 from lightning_prd.functional import density_coverage, precision_recall
 from lightning_prd.samplers import distributed_sampler_of, unpadded_count
+
+from ddp_utils import run_ddp
+from oracle import kth_radius
 
 N = 97
 REAL = torch.randn(N, 3, generator=torch.Generator().manual_seed(0))
@@ -30,7 +31,10 @@ FAKE = 1.2 * torch.randn(80, 3, generator=torch.Generator().manual_seed(1))
 def test_unpadded_rows_are_every_sample_once(world, shuffle, drop_last, limit):
     for n in range(1, 24):
         dataset = range(n)
-        samplers = [DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=shuffle, drop_last=drop_last, seed=3) for r in range(world)]
+        samplers = [
+            DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=shuffle, drop_last=drop_last, seed=3)
+            for r in range(world)
+        ]
         kept = [i for s in samplers for i in list(s)[: unpadded_count(s, limit)]]
         genuine = min(n, samplers[0].total_size, limit or n)
         assert len(kept) == len(set(kept)) == genuine, (n, world)
@@ -64,7 +68,9 @@ def test_padding_duplicates_shrink_radii_and_change_scores():
 
 def _loader(rank, world, **kwargs):
     dataset = TensorDataset(REAL)
-    return DataLoader(dataset, batch_size=10, sampler=DistributedSampler(dataset, num_replicas=world, rank=rank, **kwargs))
+    return DataLoader(
+        dataset, batch_size=10, sampler=DistributedSampler(dataset, num_replicas=world, rank=rank, **kwargs)
+    )
 
 
 @pytest.mark.parametrize("num_real", [None, 50, 96])
@@ -84,9 +90,13 @@ def test_callback_reads_each_real_sample_once_from_a_distributed_sampler(num_rea
 
 def test_callback_rejects_a_sampler_of_another_rank_and_a_shuffling_loader():
     cb = PRDCallback(_loader(1, 2), sample_fn=lambda m, n: torch.zeros(n, 3))
-    with pytest.raises(ValueError, match="match this process \\(num_replicas=2, rank=0\\), but it has num_replicas=2, rank=1"):
+    with pytest.raises(
+        ValueError, match="match this process \\(num_replicas=2, rank=0\\), but it has num_replicas=2, rank=1"
+    ):
         list(cb._real_chunks(0, 2))
-    shuffled = PRDCallback(DataLoader(TensorDataset(REAL), batch_size=10, shuffle=True), sample_fn=lambda m, n: torch.zeros(n, 3))
+    shuffled = PRDCallback(
+        DataLoader(TensorDataset(REAL), batch_size=10, shuffle=True), sample_fn=lambda m, n: torch.zeros(n, 3)
+    )
     with pytest.raises(ValueError, match="`real` to yield the same rows in the same order on every rank"):
         list(shuffled._real_chunks(0, 2))
     assert torch.equal(torch.cat(list(shuffled._real_chunks(0, 1))).sort(0).values, REAL.sort(0).values)  # fine alone
@@ -134,9 +144,13 @@ def test_ddp_metric_with_trimmed_sampler_equals_one_process():
     "make",
     [
         lambda ds: DataLoader(ds, batch_size=10, shuffle=True),
-        lambda ds: DataLoader(ds, batch_sampler=torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(ds), 10, False)),
+        lambda ds: DataLoader(
+            ds, batch_sampler=torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(ds), 10, False)
+        ),
         lambda ds: DataLoader(ds, batch_size=10, sampler=torch.utils.data.SubsetRandomSampler(range(len(ds)))),
-        lambda ds: DataLoader(ds, batch_size=10, sampler=torch.utils.data.WeightedRandomSampler([1.0] * len(ds), len(ds))),
+        lambda ds: DataLoader(
+            ds, batch_size=10, sampler=torch.utils.data.WeightedRandomSampler([1.0] * len(ds), len(ds))
+        ),
     ],
     ids=["shuffle", "batch_sampler", "subset_random", "weighted"],
 )
@@ -144,7 +158,9 @@ def test_callback_rejects_every_random_order_under_ddp(make):
     """Only `loader.sampler` was inspected: a random batch sampler, a SubsetRandomSampler or a
     WeightedRandomSampler made ranks embed overlapping blocks silently."""
     cb = PRDCallback(make(TensorDataset(REAL)), sample_fn=lambda m, n: torch.zeros(n, 3))
-    with pytest.raises(ValueError, match="same rows in the same order on every rank, but its DataLoader draws them at random"):
+    with pytest.raises(
+        ValueError, match="same rows in the same order on every rank, but its DataLoader draws them at random"
+    ):
         list(cb._real_chunks(1, 2))
 
 
@@ -164,4 +180,7 @@ def test_a_sampler_wrong_on_one_rank_fails_on_every_rank():
     """rank=0 hard-coded on both ranks: rank 0's own check passes, so rank 0 alone used to go on
     into the all-gather and wait for rank 1, which had raised. Now both ranks raise."""
     for msg in run_ddp(_wrong_rank_everywhere):
-        assert "on each rank to match its process (num_replicas, rank) = [(2, 0), (2, 1)], but the ranks hold [(2, 0), (2, 0)]" in msg
+        assert (
+            "on each rank to match its process (num_replicas, rank) = [(2, 0), (2, 1)], "
+            "but the ranks hold [(2, 0), (2, 0)]" in msg
+        )

@@ -12,7 +12,6 @@ code under test.
 from __future__ import annotations
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
@@ -24,6 +23,8 @@ from lightning_prd.functional import (
     precision_recall,
     realism_score,
 )
+
+import oracle
 
 F32 = torch.float32
 
@@ -318,7 +319,9 @@ TIE_FAKE = [
 
 
 @pytest.mark.parametrize("dim", [2, 16])
-@pytest.mark.parametrize(("dtype", "offset"), [(torch.float64, 0.0), (torch.float32, 0.0), (torch.float32, 1e3), (torch.float32, 1e6)])
+@pytest.mark.parametrize(
+    ("dtype", "offset"), [(torch.float64, 0.0), (torch.float32, 0.0), (torch.float32, 1e3), (torch.float32, 1e6)]
+)
 def test_fake_exactly_on_the_radius_is_inside(dtype, offset, dim):
     """Integer coordinates (exact in float32 up to 2^24, so even at offset 1e6) give exact
     distances: three fakes lie exactly on a real ball's sphere and count as inside (closed
@@ -340,7 +343,9 @@ def test_fake_exactly_on_the_radius_is_inside(dtype, offset, dim):
     assert (float(p), float(d), float(c), float(a)) == (as_out(4 / 5), as_out(4 / 5), 1.0, as_out(1 / 5))
     op, orr, od, oc, oa = _oracle_scores(real, fake, 1, 1)
     assert [float(v) for v in (p, r, d, c, a)] == [as_out(v) for v in (op, orr, od, oc, oa)]
-    metric = GenerativeMetrics(k_precision_recall=1, k_density_coverage=1, prd=False, frechet=False, alpha_beta=dict(k=1))
+    metric = GenerativeMetrics(
+        k_precision_recall=1, k_density_coverage=1, prd=False, frechet=False, alpha_beta=dict(k=1)
+    )
     metric.update(real, real=True)
     metric.update(fake, real=False)
     res = metric.compute()

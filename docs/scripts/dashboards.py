@@ -134,7 +134,9 @@ def screenshot(chromium: str, url: str, out: Path, size: str) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=12, help="epochs per run (default 12)")
-    parser.add_argument("--logdir", help="folder of the runs: reused when it holds event files, else trained into and kept")
+    parser.add_argument(
+        "--logdir", help="folder of the runs: reused when it holds event files, else trained into and kept"
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "img"), help="folder of the PNGs (default docs/img)")
     parser.add_argument("--size", default="1280,860", help="browser window W,H (default 1280,860)")
     args = parser.parse_args(argv)

@@ -15,14 +15,15 @@ from torch import Tensor
 
 def tensor_bytes(t: Tensor) -> memoryview:
     """The raw bytes of ``t`` (any dtype, any device; copied to the CPU when needed)."""
-    return memoryview(t.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy())
+    return t.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy().data
 
 
 class RowHasher:
     """SHA-256 of rows streamed in chunks; the chunk boundaries do not enter the digest."""
 
     def __init__(self) -> None:
-        self.sha, self.rows, self._layout = hashlib.sha256(), 0, None
+        self.sha, self.rows = hashlib.sha256(), 0
+        self._layout: Optional[str] = None
 
     def update(self, x: Tensor) -> None:
         layout = f"{x.dtype}{tuple(x.shape[1:])}"
@@ -62,7 +63,9 @@ class Comm:
     def __init__(self, rank: int, world: int) -> None:
         self.rank, self.world = rank, world
         if world > 1 and not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError(f"RealFeatureCache: world size {world} needs an initialised torch.distributed process group")
+            raise RuntimeError(
+                f"RealFeatureCache: world size {world} needs an initialised torch.distributed process group"
+            )
 
     def from_zero(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` evaluated on rank 0, returned on every rank."""
@@ -87,10 +90,14 @@ class Comm:
         metas = self.all_gather(None if mine is None else (int(mine.shape[0]), tuple(mine.shape[1:]), str(mine.dtype)))
         shapes = {m[1:] for m in metas if m is not None}
         if len(shapes) != 1:
-            raise ValueError(f"Expected every rank's real features to share one width and dtype, but got {sorted(shapes)}")
+            raise ValueError(
+                f"Expected every rank's real features to share one width and dtype, but got {sorted(shapes)}"
+            )
         tail, dtype_name = shapes.pop()
         dtype = getattr(torch, dtype_name.replace("torch.", ""))
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        device = (
+            torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        )
         most = max(m[0] for m in metas if m is not None)
         padded = torch.zeros((most, *tail), dtype=dtype, device=device)
         if mine is not None:

@@ -128,7 +128,8 @@ def _batches(data: Any, batch_size: int) -> Iterator[Tensor]:
         return
     if isinstance(data, (str, bytes, dict)) or not isinstance(data, Iterable):
         raise TypeError(
-            f"Expected argument `data` to be a tensor, an array or a DataLoader of samples, but got {type(data).__name__}"
+            "Expected argument `data` to be a tensor, an array or a DataLoader of samples, "
+            f"but got {type(data).__name__}"
         )
     for batch in data:
         yield first_tensor(batch, "argument `data`")
@@ -139,7 +140,7 @@ def _total(data: Any) -> Optional[int]:
         return int(data.shape[0]) if data.ndim else None
     dataset = getattr(data, "dataset", None)
     try:
-        return len(dataset) if dataset is not None else None  # type: ignore[arg-type]
+        return len(dataset) if dataset is not None else None
     except TypeError:
         return None
 

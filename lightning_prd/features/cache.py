@@ -126,7 +126,9 @@ def extractor_identity(extractor: Any, name: Optional[str] = None) -> Dict[str, 
     for path, sub in module.named_modules():
         attrs = {k: _plain(v) for k, v in sorted(vars(sub).items()) if not k.startswith("_") and k != "training"}
         config.append([path, _qualname(sub), {k: v for k, v in attrs.items() if v is not _SKIP}])
-    contract = {k: _plain(getattr(module, k, None)) for k in ("num_features", "input_dtype", "input_range", "input_size")}
+    contract = {
+        k: _plain(getattr(module, k, None)) for k in ("num_features", "input_dtype", "input_range", "input_size")
+    }
     out.update({
         "class": _qualname(module), "method": method, "weights_sha256": sha.hexdigest(), "config": config,
         "contract": {k: (None if v is _SKIP else v) for k, v in contract.items()},
@@ -143,7 +145,7 @@ class RealFeatureCache:
             lambda rather than an ``nn.Module``.
     """
 
-    def __init__(self, cache_dir: Union[str, "os.PathLike[str]"], *, name: Optional[str] = None) -> None:
+    def __init__(self, cache_dir: Union[str, os.PathLike[str]], *, name: Optional[str] = None) -> None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir):
             raise TypeError(f"Expected argument `cache_dir` to be a folder path, but got {cache_dir!r}")
         self.cache_dir = Path(cache_dir).expanduser()
@@ -190,8 +192,11 @@ class RealFeatureCache:
             loaded = comm.all_gather(shard is not None)
             if loaded[0] and not all(loaded) and rank == 0:
                 warnings.warn(
-                    f"RealFeatureCache: ranks {[r for r, ok in enumerate(loaded) if not ok]} could not read {str(path)!r}: "
-                    "`cache_dir` must be on a filesystem every rank sees", UserWarning, stacklevel=3,
+                    f"RealFeatureCache: ranks {[r for r, ok in enumerate(loaded) if not ok]} "
+                    f"could not read {str(path)!r}: "
+                    "`cache_dir` must be on a filesystem every rank sees",
+                    UserWarning,
+                    stacklevel=3,
                 )
             if all(loaded):
                 self.last_status = "hit"
@@ -204,8 +209,10 @@ class RealFeatureCache:
             if not all(comm.all_gather(again.hexdigest() == hasher.hexdigest())):
                 if rank == 0:
                     warnings.warn(
-                        "RealFeatureCache: the real samples differed between two reads (a shuffling DataLoader or random "
-                        "augmentation?); their features are not cached", UserWarning, stacklevel=3,
+                        "RealFeatureCache: the real samples differed between two reads "
+                        "(a shuffling DataLoader or random augmentation?); their features are not cached",
+                        UserWarning,
+                        stacklevel=3,
                     )
                 self.last_status = "unwritten"
                 while feats:
@@ -229,9 +236,11 @@ class RealFeatureCache:
         except Exception as err:  # noqa: BLE001 - any unreadable file is a miss, said once
             if rank == 0:
                 warnings.warn(
-                    f"RealFeatureCache: ignoring the corrupt or truncated cache file {str(path)!r} ({type(err).__name__}: "
+                    f"RealFeatureCache: ignoring the corrupt or truncated cache file {str(path)!r} "
+                    f"({type(err).__name__}: "
                     f"{str(err)[:200]}); the real features are extracted again and the file rewritten",
-                    UserWarning, stacklevel=3,
+                    UserWarning,
+                    stacklevel=3,
                 )
             return None
 

@@ -134,6 +134,7 @@ class ImageExtractor(FeatureExtractor):
 
     input_dtype = torch.uint8
     input_range = (0.0, 1.0)
+    input_size: Tuple[int, int]  # always set: an image network runs at one size
 
     def __init__(
         self,
@@ -168,10 +169,10 @@ class ImageExtractor(FeatureExtractor):
     def forward(self, x: Any) -> Tensor:
         return self.embed(self.preprocess(x))
 
-    def train(self, mode: bool = True) -> "ImageExtractor":
+    def train(self, mode: bool = True) -> ImageExtractor:
         return super().train(False)
 
-    def freeze(self) -> "ImageExtractor":
+    def freeze(self) -> ImageExtractor:
         """No gradients, eval mode; returns self."""
         self.requires_grad_(False)
         return self.eval()
@@ -276,6 +277,7 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
 
     ``{"state_dict": ...}``/``{"model": ...}`` wrappers and ``module.`` prefixes are removed.
     """
+    state: Any
     if isinstance(source, Mapping):
         state = source
     else:
@@ -290,7 +292,8 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
             state = state[key]
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(
-            f"{model} weights {str(source)[:200]!r} must be a state dict of tensors (a TorchScript module is not supported)"
+            f"{model} weights {str(source)[:200]!r} must be a state dict of tensors "
+            "(a TorchScript module is not supported)"
         )
     return {(k[7:] if k.startswith("module.") else k): v for k, v in state.items()}
 

@@ -115,7 +115,11 @@ def adapter_for(logger: Any, prefix: str) -> LoggerAdapter:
     from lightning_prd.loggers.wandb import WandbAdapter
 
     names = _type_names(logger)
-    for name, cls in (("TensorBoardLogger", TensorBoardAdapter), ("WandbLogger", WandbAdapter), ("CSVLogger", CSVAdapter)):
+    for name, cls in (
+        ("TensorBoardLogger", TensorBoardAdapter),
+        ("WandbLogger", WandbAdapter),
+        ("CSVLogger", CSVAdapter),
+    ):
         if name in names:
             return cls(logger, prefix)
     try:

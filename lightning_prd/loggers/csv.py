@@ -37,7 +37,9 @@ class CSVAdapter(LoggerAdapter):
         name = f"epoch_{epoch:04d}.csv"
         if has_prd(curves):
             write_curve_csv(
-                os.path.join(root, "prd_curves", name), ["recall", "precision"], [curves["prd_recall"], curves["prd_precision"]]
+                os.path.join(root, "prd_curves", name),
+                ["recall", "precision"],
+                [curves["prd_recall"], curves["prd_precision"]],
             )
         if has_alpha_beta(curves):
             cols: List[str] = ["alpha"]

@@ -97,8 +97,12 @@ class WandbAdapter(LoggerAdapter):
     def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
         import wandb
 
-        payload: Dict[str, Any] = {f"{self.prefix}samples/{k}": wandb.Image(v, caption=f"epoch {epoch}") for k, v in grids.items()}
-        payload.update({f"{self.prefix}{k}": wandb.Histogram(v) for k, v in histograms.items()})
+        payload: Dict[str, Any] = {
+            f"{self.prefix}samples/{k}": wandb.Image(v, caption=f"epoch {epoch}") for k, v in grids.items()
+        }
+        # np.histogram with wandb's default of 64 bins: what wandb.Histogram(v) computes, from an array
+        hists = {k: wandb.Histogram(np_histogram=np.histogram(v, bins=64)) for k, v in histograms.items()}
+        payload.update({f"{self.prefix}{k}": h for k, h in hists.items()})
         self._pending.update(payload)
         self._pending.setdefault(self.epoch_key, epoch)
 

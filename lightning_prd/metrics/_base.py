@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 import torch
@@ -39,6 +39,10 @@ class FeatureMetric(Metric):
             uneven-rank gather above).
     """
 
+    # list states while accumulating; torchmetrics concatenates them into one tensor when it syncs
+    real_features: Union[List[Tensor], Tensor]
+    fake_features: Union[List[Tensor], Tensor]
+
     is_differentiable = False
     full_state_update = False
     feature_network: str = "feature_extractor"
@@ -59,10 +63,15 @@ class FeatureMetric(Metric):
         if dtype not in (None, torch.float32, torch.float64):
             raise ValueError(f"Expected argument `dtype` to be None, torch.float32 or torch.float64, but got {dtype}")
         if feature_extractor is not None and not callable(feature_extractor):
-            raise TypeError(f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}")
-        self.feature_extractor = feature_extractor if isinstance(feature_extractor, nn.Module) or feature_extractor is None else _Wrap(feature_extractor)
-        if self.feature_extractor is None:
-            self.feature_extractor = nn.Identity()
+            raise TypeError(
+                f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"
+            )
+        if feature_extractor is None:
+            self.feature_extractor: nn.Module = nn.Identity()
+        elif isinstance(feature_extractor, nn.Module):
+            self.feature_extractor = feature_extractor
+        else:
+            self.feature_extractor = _Wrap(feature_extractor)
         self.reset_real_features = reset_real_features
         self.block_bytes = check_block_bytes(block_bytes)
         self.knn_dtype = dtype
@@ -71,7 +80,7 @@ class FeatureMetric(Metric):
         self.add_state("real_features", [], dist_reduce_fx="cat")
         self.add_state("fake_features", [], dist_reduce_fx="cat")
 
-    def update(self, features: Any, real: bool) -> None:  # type: ignore[override]
+    def update(self, features: Any, real: bool) -> None:
         """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set.
 
         A rejected batch raises ``ValueError``/``TypeError`` and leaves the accumulated
@@ -95,14 +104,15 @@ class FeatureMetric(Metric):
         if first is not None and feats.device != first.device and not self.compute_on_cpu:
             # (with compute_on_cpu torchmetrics moves the states to the CPU after each update)
             raise ValueError(
-                f"Expected argument `features` on {first.device} like the samples accumulated so far, but got {feats.device}"
+                f"Expected argument `features` on {first.device} like the samples accumulated so far, "
+                f"but got {feats.device}"
             )
         if _shares_memory(feats, out):
             feats = feats.clone()
         name = "real_features" if real else "fake_features"
         setattr(self, name, list(getattr(self, name)) + [feats.contiguous()])
 
-    def forward(self, features: Any, real: bool) -> None:  # type: ignore[override]
+    def forward(self, features: Any, real: bool) -> None:
         """``metric(features, real=...)`` accumulates like :meth:`update` and returns ``None``.
 
         torchmetrics' ``forward`` also computes the score of the batch alone, which for a set
@@ -145,7 +155,7 @@ class FeatureMetric(Metric):
             return None
         return current_shard(self.process_group)
 
-    def compute(self) -> Dict[str, Tensor]:  # type: ignore[override]
+    def compute(self) -> Dict[str, Tensor]:
         real, fake = self._features("real"), self._features("fake")
         return self._compute(real, fake)
 

@@ -102,7 +102,7 @@ class AlphaPrecisionBetaRecall(FeatureMetric):
             self._oneclass_cache = None
         super().reset()
 
-    def plot(  # type: ignore[override]
+    def plot(
         self, val: Optional[Union[Dict[str, Tensor], Sequence[Dict[str, Tensor]]]] = None, ax: Optional[Any] = None
     ) -> Tuple[Any, Any]:
         """Draw the alpha-precision and beta-recall curves against the diagonal (the ideal).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
@@ -71,7 +71,7 @@ class PRDCurve(FeatureMetric):
         f_beta, f_inv_beta = prd_f_beta(precision, recall, beta=self.beta)
         return {"prd_precision": precision, "prd_recall": recall, "f_beta": f_beta, "f_inv_beta": f_inv_beta}
 
-    def plot(  # type: ignore[override]
+    def plot(
         self,
         curves: Optional[Union[Dict[str, Tensor], Sequence[Dict[str, Tensor]]]] = None,
         ax: Optional[Any] = None,
@@ -90,7 +90,7 @@ class PRDCurve(FeatureMetric):
         """
         if curves is None:
             curves = self.compute()
-        results: List[Dict[str, Tensor]] = list(curves) if isinstance(curves, (list, tuple)) else [curves]
+        results: List[Dict[str, Tensor]] = [dict(curves)] if isinstance(curves, Mapping) else list(curves)
         if labels is not None and len(labels) != len(results):
             raise ValueError(f"Expected one label per curve ({len(results)}), but got {len(labels)} labels")
         if ax is None:
@@ -102,7 +102,9 @@ class PRDCurve(FeatureMetric):
             fig = ax.figure
         for i, res in enumerate(results):
             label = None if labels is None else labels[i]
-            ax.plot(res["prd_recall"].cpu().numpy(), res["prd_precision"].cpu().numpy(), alpha=0.5, linewidth=3, label=label)
+            ax.plot(
+                res["prd_recall"].cpu().numpy(), res["prd_precision"].cpu().numpy(), alpha=0.5, linewidth=3, label=label
+            )
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("Recall")
