@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, knn_pass
 from lightning_prd.functional._validation import check_positive_int
 
@@ -33,7 +33,7 @@ def precision_recall(
     *,
     k: int = 3,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tuple[Tensor, Tensor]:
     r"""k-NN precision and recall of generated samples ``fake`` against real samples ``real``.
 
@@ -77,7 +77,7 @@ def realism_score(
     *,
     k: int = 3,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tensor:
     r"""Realism score of each generated sample (Kynkäänniemi et al. 2019, Sec. 5).
 
