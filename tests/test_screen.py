@@ -169,14 +169,14 @@ def test_realism_of_unsafe_samples_is_recomputed_and_stays_exact(screen_on, monk
     real, fake = _bulk_pair(300, 128)
     monkeypatch.setattr(realism, "REALISM_LIST", 2)  # the bound rarely proves the maximum
     unsafe = []
-    finish = realism.ScreenedRealism.finish
+    finish = realism.RealismLists.finish
 
     def spy(self, shard):
         best, bad = finish(self, shard)
         unsafe.append(int(bad.numel()))
         return best, bad
 
-    monkeypatch.setattr(realism.ScreenedRealism, "finish", spy)
+    monkeypatch.setattr(realism.RealismLists, "finish", spy)
     res = knn_pass(real, fake, realism_k=3)
     assert unsafe and unsafe[0] > 0
     np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-5)
@@ -216,14 +216,14 @@ def test_realism_ties_beyond_the_lists_are_float64_exact(screen_on, monkeypatch)
     g = torch.Generator().manual_seed(0)
     fake = torch.cat([torch.zeros(1, 6), torch.randn(3, 6, generator=g)])
     unsafe = []
-    finish = realism.ScreenedRealism.finish
+    finish = realism.RealismLists.finish
 
     def spy(self, shard):
         best, bad = finish(self, shard)
         unsafe.append(bad.tolist())
         return best, bad
 
-    monkeypatch.setattr(realism.ScreenedRealism, "finish", spy)
+    monkeypatch.setattr(realism.RealismLists, "finish", spy)
     res = knn_pass(real, fake, realism_k=3)
     assert unsafe == [[0]]
     np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-12)
@@ -331,14 +331,14 @@ def test_copy_of_a_radius_zero_ball_is_settled_as_a_near_pair(screen_on, monkeyp
     real = torch.tensor(np.concatenate([lat, sq, -sq, dup, -dup]), dtype=torch.float32)
     fake = torch.tensor([[8.0, 8.0], [50.0, 20.0]])
     unsafe = []
-    finish = realism.ScreenedRealism.finish
+    finish = realism.RealismLists.finish
 
     def spy(self, shard):
         best, bad = finish(self, shard)
         unsafe.append(bad.tolist())
         return best, bad
 
-    monkeypatch.setattr(realism.ScreenedRealism, "finish", spy)
+    monkeypatch.setattr(realism.RealismLists, "finish", spy)
     res = knn_pass(real, fake, realism_k=3)
     assert unsafe == [[]]
     assert bool(torch.isinf(res.cross.realism[0]))  # a copy of a kept ball, radius 0 included

@@ -88,11 +88,13 @@ def realism_score(
     they get radius 0). Plain distances, as in the paper's text (the official code uses a
     ratio of *squared* distances, roughly the square of this; the threshold at 1 is the same).
     ``R(y) >= 1`` means ``y`` lies in a kept real ball; a generated sample at distance 0 from a
-    kept real sample (a copy) scores ``inf``, even at large offsets in float32. Realism is a
-    continuous score computed from the GEMM distances (float32 accuracy by default,
-    ``dtype=torch.float64`` for more); apart from pairs within rounding of distance 0, which
-    use the exact float64 distance, it is not refined like the membership decisions of the
-    other scores, so right at ``R = 1`` it can disagree with precision's exact ``inside`` test.
+    kept real sample (a copy) scores ``inf``, even at large offsets in float32. Every score is
+    the float64 value of the formula, whatever the tiles (float32, float64, bfloat16 screen):
+    per generated sample the real samples with the largest approximate ratios are listed while
+    the tiles pass, the candidates that may hold the maximum are recomputed in float64, and a
+    sample the list cannot settle is recomputed against every kept real sample. It is returned
+    in the compute dtype (float32 by default: the float64 value rounded once, the same on every
+    machine), and agrees with precision's exact ``inside`` test at ``R = 1``.
 
     Args:
         real: ``[N, D]`` real features.

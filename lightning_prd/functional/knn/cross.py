@@ -40,7 +40,7 @@ from lightning_prd.functional.knn.points import (
     set_offset,
     unscreened,
 )
-from lightning_prd.functional.knn.realism import ScreenedRealism, exact_realism
+from lightning_prd.functional.knn.realism import RealismLists, exact_realism
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
 
@@ -132,20 +132,14 @@ def cross_pass(
         res.real_in_fake[k] = torch.zeros(n, dtype=torch.bool, device=dev)
     for k in value_ks:
         res.real_ball_min_value[k] = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
+    realism = None
     if realism_k is not None:
         r_sq = real_sq_radii[realism_k]
         keep = r_sq.sqrt() <= torch.quantile(r_sq.sqrt(), 0.5)
         # ratio r^2 / d^2 by one division: pruned balls get -1 (never the maximum of a kept
         # ball, whose ratios are >= 0); a kept ball of radius 0 gives 0 / d^2 = 0 to every
-        # sample not on it, and (below, from the exact distance) inf to a copy of its centre
-        realism_num64 = torch.where(keep, r_sq, -1.0)  # exact, for the pairs decided in float64
-        realism_num = realism_num64.to(cdt)
-        realism_max = torch.full((m,), -math.inf, dtype=cdt, device=dev)
-    screened_realism = (
-        ScreenedRealism(real, fake, realism_num64)
-        if screened and realism_k is not None
-        else None
-    )
+        # sample not on it, and (from the exact distance) inf to a copy of its centre
+        realism = RealismLists(real, fake, torch.where(keep, r_sq, -1.0))
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
     near_fake = RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
@@ -168,13 +162,13 @@ def cross_pass(
                 k: rows_inside(sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit)
                 for k in recall_ks
             }
-            return balls, inside, row_bound
+            return balls, inside
 
         try:
-            balls, inside, row_bound = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
+            balls, inside = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
         except Ambiguous:
             sq = tiling.sq_tile((sq.reshape(-1), None), plain_real.left(rs), plain_real.sq_norms[rs, None], plain_fake.right(cs), plain_fake.sq_norms[cs])
-            balls, inside, row_bound = decide(sq, plain_real, plain_fake, None)
+            balls, inside = decide(sq, plain_real, plain_fake, None)
         for k, members in balls.items():
             if k in res.fake_in_real:
                 res.fake_in_real[k][cs] |= members.any_per_col()
@@ -185,19 +179,8 @@ def cross_pass(
                 best[rs] = torch.minimum(best[rs], members.min_per_row(fake_values[cs]))
         for k, rows_in in inside.items():
             res.real_in_fake[k][rs] |= rows_in
-        if screened_realism is not None:  # (the screen's bound holds for recomputed tiles too)
-            screened_realism.update(rs, cs, sq, i0, exact_fn)
-        elif realism_k is not None:
-            ratio = realism_num[rs, None] / sq
-            # a pair whose GEMM value is within the rounding margin of 0 may be an exact copy
-            # (ratio inf) that rounding made positive, or a distinct pair that rounding made 0:
-            # its ratio is taken from the exact distance
-            r0, c0 = (sq <= row_bound.tau.to(sq.dtype)[:, None]).nonzero(as_tuple=True)
-            if r0.numel():
-                num, dist = realism_num64[rs][r0], exact_fn(r0, c0)
-                exact_ratio = torch.where((dist == 0) & (num >= 0), math.inf, num / dist)  # a copy: inf, even 0/0
-                ratio[r0, c0] = exact_ratio.to(ratio.dtype)
-            realism_max[cs] = torch.maximum(realism_max[cs], ratio.amax(0))
+        if realism is not None:  # (the screen's bound holds for recomputed tiles too)
+            realism.update(rs, cs, sq, i0, exact_fn)
         if near_fake is not None:
             near_fake.update(cs, sq, 0, i0)
         if near_real is not None:
@@ -205,20 +188,16 @@ def cross_pass(
 
     if shard is not None:
         _combine(res, shard)
-        if realism_k is not None and screened_realism is None:
-            realism_max = shard.max(realism_max)
         for near in (near_fake, near_real):
             if near is not None:
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
-    if screened_realism is not None:
-        best, unsafe = screened_realism.finish(shard)
+    if realism is not None:
+        best, unsafe = realism.finish(shard)
         if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
             mine = shard.row_share(len(unsafe)) if shard is not None else slice(None)
-            part = exact_realism(real, fake, unsafe[mine], screened_realism.num, block_bytes)
+            part = exact_realism(real, fake, unsafe[mine], realism.num, block_bytes)
             best[unsafe] = shard.gather_rows(part, len(unsafe)) if shard is not None else part
         res.realism = best.clamp(min=0).sqrt()
-    elif realism_k is not None:
-        res.realism = realism_max.to(torch.float64).clamp(min=0).sqrt()
     # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
     # argmin; authenticity depends on which tied real sample is i*
     if near_real is not None:

@@ -72,7 +72,9 @@ def _merge_into(vals: Tensor, idx: Tensor, rows: slice, new_v: Tensor, new_i: Te
     vals[rows], idx[rows] = merge_topk([vals[rows], new_v], [idx[rows], new_i], t)
 
 
-def merge_tile(vals: Tensor, idx: Tensor, span: slice, sq: Tensor, dim: int, offset: int, t: int) -> None:
+def merge_tile(
+    vals: Tensor, idx: Tensor, span: slice, sq: Tensor, dim: int, offset: int, t: int, sync_free: bool = False
+) -> None:
     """Merge a tile into the running top-``t`` lists of ``span`` (its rows for ``dim=1``, its
     columns for ``dim=0``); the tile's indices along ``dim`` are shifted by ``offset``.
 
@@ -81,10 +83,11 @@ def merge_tile(vals: Tensor, idx: Tensor, span: slice, sq: Tensor, dim: int, off
     ``topk`` over the whole tile (along the columns of a wide row-major tile ``topk`` is strided
     and several times slower than the comparison). Entries equal to the ``t``-th value are
     left out; the lists stay approximate tile lists, which the exact stages make exact.
+    ``sync_free``: always the ``topk`` (no host synchronisation: for CUDA tile loops).
     """
     thr = vals[span, -1]  # the lists are sorted: the t-th value of each entity
     cand = None
-    if not bool(torch.isinf(thr).any()):
+    if not sync_free and not bool(torch.isinf(thr).any()):
         cand = (sq < (thr[None, :] if dim == 0 else thr[:, None])).nonzero(as_tuple=True)
         if cand[0].numel() > sq.numel() // 16:  # many candidates (early tiles): topk is cheaper
             cand = None
@@ -111,5 +114,5 @@ class RunningNearest:
         self.vals = torch.full((n, t), math.inf, dtype=dtype, device=device)
         self.idx = torch.zeros((n, t), dtype=torch.long, device=device)
 
-    def update(self, rows: slice, sq: Tensor, dim: int, offset: int) -> None:
-        merge_tile(self.vals, self.idx, rows, sq, dim, offset, self.t)
+    def update(self, rows: slice, sq: Tensor, dim: int, offset: int, sync_free: bool = False) -> None:
+        merge_tile(self.vals, self.idx, rows, sq, dim, offset, self.t, sync_free)

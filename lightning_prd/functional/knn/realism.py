@@ -14,12 +14,12 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
@@ -31,40 +31,44 @@ from lightning_prd.functional.knn.tiling import tiles
 REALISM_LIST = 33
 
 
-class ScreenedRealism:
-    """Realism from screened tiles, exact in float64.
+class RealismLists:
+    """Realism from tiles of any kind (float32, float64, bfloat16 screen), exact in float64.
 
     Per generated sample, a running list of the ``t`` reals with the largest approximate ratio
-    ``r^2 / v`` (``v`` the screen value) is kept; pairs closer than ``s0`` (64 rounding radii:
-    near-copies, where the screen's relative error is large) are decided exactly as they come.
+    ``r^2 / v`` (``v`` the tile value) is kept; pairs closer than ``s0`` (64 rounding radii:
+    near-copies, where a tile's relative error is large) are decided exactly as they come.
     At the end, the listed pairs whose ratio interval reaches the best lower bound are
     recomputed in float64 (a few per sample) and the largest exact ratio is the realism.
-    Beyond ``s0`` a screen value ``v`` is within a factor ``F(v) = v / low(v)`` of the exact
+    Beyond ``s0`` a tile value ``v`` is within a factor ``F(v) = v / low(v)`` of the exact
     squared distance, so no unlisted real can beat the listed ones once the best exact ratio is
     at least ``F`` times the last listed approximate one; samples where that fails are
-    recomputed by the caller in float64 over every kept real sample.
+    recomputed by the caller in float64 over every kept real sample (:func:`exact_realism`).
+    Per tile: one division, one comparison and a merge of the few entries that enter a list
+    (on CUDA a ``topk`` of the tile instead, which needs no host synchronisation).
     """
 
     def __init__(self, real: PointSet, fake: PointSet, num: Tensor) -> None:
         m, dev, t = len(fake), real.original.device, min(REALISM_LIST, len(real))
+        cdt = real.dtype  # of the tiles (float32 for the screen's)
         self.real, self.fake, self.num = real, fake, num  # float64, -1 for pruned balls
-        self.neg_num = (-num).to(torch.float32)
+        self.neg_num = (-num).to(cdt)
         bnd = bound(real, fake, slice(None))
         # per real row; at least 4x the largest value that may still be a copy (the offset's
         # rounding can leave a copy well above 0), so that beyond s0 every distance is positive
         zero = torch.zeros_like(bnd.tau)
-        self.s0 = torch.maximum(torch.maximum(4096 * bnd.e.square(), 64 * bnd.tau), 4 * bnd.maybe_below(zero))
+        s0 = torch.maximum(64 * bnd.tau, 4 * bnd.maybe_below(zero))
+        self.s0 = s0 if bnd.e is None else torch.maximum(4096 * bnd.e.square(), s0)
         # pruned balls never need the exact path: a negative threshold, one comparison per tile
-        self.s0_kept = torch.where(num >= 0, self.s0, -1.0).to(torch.float32)
+        self.s0_kept = torch.where(num >= 0, self.s0, -1.0).to(cdt)
         # one bound for every row (the largest rounding terms), applied from the smallest
         # squared distance an unlisted pair can have (see :meth:`finish`)
         self.bound = bnd.widest()
-        self.bound_no_offset = Bound(bnd.rel, bnd.e.max(), bnd.tau.max())
+        self.bound_no_offset = replace(self.bound, offset=0.0)
         kept = num >= 0
-        # unlisted pairs of kept balls are above their row's float32 threshold, hence above this
+        # unlisted pairs of kept balls are above their row's tile-dtype threshold, hence above this
         self.s0_min = self.s0_kept[kept].min().to(torch.float64) if bool(kept.any()) else self.s0.min()
         self.num_min = num[kept].min() if bool(kept.any()) else torch.zeros((), dtype=num.dtype, device=dev)
-        self.listed = RunningNearest(m, t, torch.float32, dev)
+        self.listed = RunningNearest(m, t, cdt, dev)
         self.near_best = torch.full((m,), -math.inf, dtype=torch.float64, device=dev)
 
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
@@ -75,7 +79,7 @@ class ScreenedRealism:
             best = self.near_best[cs]
             best.scatter_reduce_(0, c0, ratio, reduce="amax")
             neg_ratio[r0, c0] = math.inf  # decided exactly: never listed
-        self.listed.update(cs, neg_ratio, 0, i0)
+        self.listed.update(cs, neg_ratio, 0, i0, sync_free=sq.is_cuda)
 
     def finish(self, shard: Optional[Shard]) -> Tuple[Tensor, Tensor]:
         """Exact ratio maxima (float64) and the indices of the unsafe generated samples."""
@@ -86,7 +90,7 @@ class ScreenedRealism:
         mine = shard.row_share(len(self.fake)) if shard is not None else slice(None)
         vals, idx, near_best = self.listed.vals[mine], self.listed.idx[mine], self.near_best[mine]
         num, listed = self.num[idx], torch.isfinite(vals)
-        # the screen values back from the listed ratios (float32 division: within 1e-6), their
+        # the tile values back from the listed ratios (float32 division: within 1e-6), their
         # intervals, and the listed pairs whose ratio may still be the largest
         q = -vals.to(torch.float64)
         v = torch.where(q > 0, num / q, math.inf)
