@@ -20,7 +20,10 @@ float64 from the original (uncentred) rows as ``sum((a - b)^2)``. Radii and near
 are always float64 values of that exact form. The decisions equal those of a float64 oracle,
 and an exact copy sits at distance 0. Exact ties (integer-valued features, duplicates) are
 decided the same way; a nearest neighbour tied with others is the one of lowest index
-(``numpy.argmin``'s rule), so no result depends on the tile layout.
+(``numpy.argmin``'s rule), so no result depends on the tile layout. float32 features whose
+range would leave float32's (squared distances past its maximum, or so small that products
+underflow) are tiled in float64 instead (``_validation.float32_range_ok``, decided once per
+pass from each column's min and max).
 
 bfloat16 screen. On CPUs that multiply bfloat16 natively, large float32 sets are tiled by one
 bfloat16 GEMM per tile (about 4x the float32 rate) with a rigorous, wider rounding interval
