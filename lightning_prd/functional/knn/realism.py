@@ -29,6 +29,9 @@ from lightning_prd.functional.knn.tiling import tiles
 #: Length of the realism lists: ratios spread less than distances, so the largest ones need a
 #: longer list to be proven (33: no sample recomputed at 10,000 x 2,048 screened; 17: 57).
 REALISM_LIST = 33
+#: The same for float32 / float64 tiles, whose interval is narrow: the list only has to hold
+#: the ratios within the tiles' rounding of the largest (a longer list costs more per tile).
+REALISM_LIST_FLOAT = 4
 
 
 class RealismLists:
@@ -48,7 +51,8 @@ class RealismLists:
     """
 
     def __init__(self, real: PointSet, fake: PointSet, num: Tensor) -> None:
-        m, dev, t = len(fake), real.original.device, min(REALISM_LIST, len(real))
+        t = min(REALISM_LIST if real.screened is not None else REALISM_LIST_FLOAT, len(real))
+        m, dev = len(fake), real.original.device
         cdt = real.dtype  # of the tiles (float32 for the screen's)
         self.real, self.fake, self.num = real, fake, num  # float64, -1 for pruned balls
         self.neg_num = (-num).to(cdt)
@@ -70,10 +74,20 @@ class RealismLists:
         self.num_min = num[kept].min() if bool(kept.any()) else torch.zeros((), dtype=num.dtype, device=dev)
         self.listed = RunningNearest(m, t, cdt, dev)
         self.near_best = torch.full((m,), -math.inf, dtype=torch.float64, device=dev)
+        self._buf: Optional[Tensor] = None
 
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
-        neg_ratio = torch.div(self.neg_num[rs, None], sq)
-        r0, c0 = (sq <= self.s0_kept[rs, None]).nonzero(as_tuple=True)
+        # the buffer is reused: a fresh tile-size allocation costs more in page faults than the division
+        if self._buf is None or self._buf.numel() < sq.numel():
+            self._buf = torch.empty(sq.numel(), dtype=sq.dtype, device=sq.device)
+        neg_ratio = torch.div(self.neg_num[rs, None], sq, out=self._buf[: sq.numel()].view(sq.shape))
+        s0 = self.s0_kept[rs]
+        if sq.is_cuda:  # no host synchronisation beyond the one nonzero
+            r0, c0 = (sq <= s0[:, None]).nonzero(as_tuple=True)
+        else:  # rows with a near pair first: one reduction instead of a tile-size mask
+            near = (sq.amin(1) <= s0).nonzero(as_tuple=True)[0]
+            r0, c0 = (sq[near] <= s0[near, None]).nonzero(as_tuple=True) if near.numel() else (near, near)
+            r0 = near[r0]
         if r0.numel():
             ratio = exact_ratio(self.num[rs][r0], exact_fn(r0, c0))
             best = self.near_best[cs]
