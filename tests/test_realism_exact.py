@@ -79,3 +79,19 @@ def test_realism_is_exact_with_small_tiles_and_short_lists(monkeypatch):
     real, fake = _clusters()
     got = knn_pass(real, fake, realism_k=3, block_bytes=4096).cross.realism
     np.testing.assert_allclose(got.numpy(), oracle.realism(real.double().numpy(), fake.double().numpy(), 3), rtol=1e-12)
+
+
+def test_sync_free_list_merge_keeps_the_same_lists():
+    """CUDA tile loops merge realism lists by a top-k of the tile (no host synchronisation);
+    the lists are the same as the threshold merge's (distinct values: same indices too)."""
+    from lightning_prd.functional.knn.lists import RunningNearest
+
+    g = torch.Generator().manual_seed(5)
+    tiles = [torch.randn(300, 70, generator=g) for _ in range(4)]
+    lists = [RunningNearest(70, 4, torch.float32, "cpu") for _ in range(2)]
+    for i, tile in enumerate(tiles):
+        for lst, sync_free in zip(lists, (False, True)):
+            lst.update(slice(0, 70), tile, 0, 300 * i, sync_free=sync_free)
+    assert torch.equal(lists[0].vals, lists[1].vals) and torch.equal(lists[0].idx, lists[1].idx)
+    everything = torch.cat(tiles).T  # [70, 1200]: the 4 smallest of each column, by brute force
+    assert torch.equal(lists[0].vals, everything.sort(1).values[:, :4])
