@@ -155,7 +155,8 @@ def cross_pass(
         def decide(sq: Tensor, a: PointSet, b: PointSet, limit: Optional[int]):
             # margins use the tile's largest norm on the other side: a conservative bound
             row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
-            balls, wider = {}, None  # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
+            # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
+            balls, wider = {}, None
             for k in sorted(set(member_ks) | set(value_ks), reverse=True):
                 balls[k] = wider = Members(sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit)
             inside = {
@@ -167,7 +168,10 @@ def cross_pass(
         try:
             balls, inside = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
         except Ambiguous:
-            sq = tiling.sq_tile((sq.reshape(-1), None), plain_real.left(rs), plain_real.sq_norms[rs, None], plain_fake.right(cs), plain_fake.sq_norms[cs])
+            sq = tiling.sq_tile(
+                (sq.reshape(-1), None), plain_real.left(rs), plain_real.sq_norms[rs, None],
+                plain_fake.right(cs), plain_fake.sq_norms[cs],
+            )
             balls, inside = decide(sq, plain_real, plain_fake, None)
         for k, members in balls.items():
             if k in res.fake_in_real:

@@ -92,7 +92,8 @@ def exact_rows_topk(
         # bound plus the row's largest margin, rounded up); only they are recomputed and merged
         thr = bound(sub, b, slice(None)).maybe_below(below)
         thr_c = thr.to(sub.dtype)
-        thr_c = torch.where(thr_c.to(torch.float64) < thr, torch.nextafter(thr_c, torch.full_like(thr_c, math.inf)), thr_c)
+        up = torch.nextafter(thr_c, torch.full_like(thr_c, math.inf))
+        thr_c = torch.where(thr_c.to(torch.float64) < thr, up, thr_c)
         for i0, j0, sq in tiles(sub, b, block_bytes):
             n_r = sq.shape[0]
             r_loc, c_loc = (sq <= thr_c[i0 : i0 + n_r, None]).nonzero(as_tuple=True)

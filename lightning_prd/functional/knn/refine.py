@@ -60,7 +60,9 @@ def refine_topk(
     vals = exact.exact_pairs(a.original, b.original, rows_rep.reshape(-1), cand.reshape(-1)).view(cand.shape)
     if bool(uncertain.any()):
         local = uncertain.nonzero(as_tuple=True)[0]
-        v, i = _refine_rows(a, b, rows[local], approx[local], idx[local], max(ks), exclude_self, truncated, block_bytes, by_index)
+        v, i = _refine_rows(
+            a, b, rows[local], approx[local], idx[local], max(ks), exclude_self, truncated, block_bytes, by_index
+        )
         ki = [k - 1 for k in ks]
         vals[local], cand[local] = v[:, ki], i[:, ki]
     if shard is not None:

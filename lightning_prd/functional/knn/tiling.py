@@ -90,7 +90,9 @@ def sq_tile(
     return out
 
 
-def tiles(a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None) -> Iterator[Tuple[int, int, Tensor]]:
+def tiles(
+    a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None
+) -> Iterator[Tuple[int, int, Tensor]]:
     """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks (only this
     process's tiles when ``shard`` is given)."""
     number = -1
