@@ -271,7 +271,7 @@ class _Scorer:
     def __call__(self, fake: Tensor) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
         from tqdm.auto import tqdm
 
-        from lightning_prd.functional._knn import tile_progress
+        from lightning_prd.functional.knn import tile_progress
 
         self.metric.update(fake.to(self.device), real=False)
         bar = tqdm(desc="k-NN distance tiles", unit="tile", disable=self.args.quiet or not sys.stderr.isatty())

@@ -101,7 +101,7 @@ def test_ddp_width_mismatch_is_a_clear_error():
 
 
 def _count_tiles(rank, world, split_work):
-    from lightning_prd.functional import _shard
+    from lightning_prd.functional.knn import shard as _shard
 
     owned = []
     orig = _shard.Shard.owns

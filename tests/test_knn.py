@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional import _knn, density_coverage, precision_recall
+from lightning_prd.functional import density_coverage, knn, precision_recall
 from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.knn import exact
 
 import oracle
 
@@ -16,20 +17,20 @@ pytestmark = pytest.mark.usefixtures("both_tile_paths")
 
 
 def _point_set(x):
-    return _knn.prepare(x, x.double().mean(0), torch.float32 if x.dtype != torch.float64 else torch.float64)
+    return knn.prepare(x, x.double().mean(0), torch.float32 if x.dtype != torch.float64 else torch.float64)
 
 
 @pytest.mark.parametrize("k", [1, 2, 7])
 def test_self_knn_equals_oracle(k, rng):
     x = torch.randn(97, 5, generator=rng, dtype=torch.float64)
-    ours = _knn.self_knn(_point_set(x), [k], block_bytes=2048)[k].sqrt()
+    ours = knn.self_knn(_point_set(x), [k], block_bytes=2048)[k].sqrt()
     # same neighbour, float64 values up to the summation order of numpy vs torch
     np.testing.assert_allclose(ours.numpy(), oracle.kth_radius(x.numpy(), k), rtol=1e-14)
 
 
 def test_duplicates_count_at_distance_zero():
     x = torch.tensor([[0.0, 0.0], [0.0, 0.0], [5.0, 0.0], [9.0, 0.0]])
-    r1 = _knn.self_knn(_point_set(x), [1])[1]
+    r1 = knn.self_knn(_point_set(x), [1])[1]
     assert r1[0] == 0 and r1[1] == 0  # each duplicate is the other's nearest neighbour
     assert float(r1[2].sqrt()) == 4.0 and float(r1[3].sqrt()) == 4.0
 
@@ -99,7 +100,7 @@ def test_nearest_neighbours_and_ball_min_equal_oracle(rng):
 
 def test_several_k_from_one_pass(rng):
     x = torch.randn(80, 3, generator=rng, dtype=torch.float64)
-    radii = _knn.self_knn(_point_set(x), [1, 3, 5])
+    radii = knn.self_knn(_point_set(x), [1, 3, 5])
     for k in (1, 3, 5):
         np.testing.assert_allclose(radii[k].sqrt().numpy(), oracle.kth_radius(x.numpy(), k), rtol=1e-14)
 
@@ -118,10 +119,8 @@ def test_collapsed_duplicates_take_no_slow_path(rng, monkeypatch):
     """A fake set of one repeated row: every k-th distance is exactly 0, which nothing can beat,
     so no row needs the rigorous all-pairs fallback (it made the cost quadratic)."""
     calls = []
-    orig = _knn._exact_rows_topk
-    monkeypatch.setattr(
-        _knn, "_exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args)
-    )
+    orig = exact.exact_rows_topk
+    monkeypatch.setattr(exact, "exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args))
     real = torch.randn(300, 16, generator=rng)
     fake = real[:1].repeat(300, 1)
     p, r = precision_recall(real, fake, k=3)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torchmetrics import MetricCollection
 
-import lightning_prd.functional._knn as knn
+import lightning_prd.functional.knn as knn
 from lightning_prd import DensityCoverage, FrechetDistance, GenerativeMetrics, PrecisionRecall
 from lightning_prd.functional import density_coverage, frechet_distance, precision_recall, realism_score
 

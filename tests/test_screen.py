@@ -1,4 +1,4 @@
-"""The bfloat16 screen of the k-NN tiles (``lightning_prd/functional/_screen.py``).
+"""The bfloat16 screen of the k-NN tiles (``lightning_prd/functional/knn/screen.py``).
 
 The screen only decides which pairs are recomputed, so every result must equal the float64
 oracle (``tests/oracle.py``) with the screen on and off. Tested here: the rounding interval
@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional import _knn
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._screen import screen_available
+from lightning_prd.functional.knn import cross, points, realism, self_pass, tiling
+from lightning_prd.functional.knn import exact as knn_exact
+from lightning_prd.functional.knn.screen import screen_available
 
 import oracle
 
@@ -52,16 +53,16 @@ def test_screen_interval_holds_every_exact_distance(name, offset, screen_on):
     x = DATA[name]
     a, b = x[:150], x[150:]
     centre = a.double().mean(0)
-    pa, pb = _knn.prepare(a, centre, torch.float32), _knn.prepare(b, centre, torch.float32)
+    pa, pb = points.prepare(a, centre, torch.float32), points.prepare(b, centre, torch.float32)
     assert pa.screened is not None
     exact = torch.from_numpy(oracle.dist(a.numpy(), b.numpy()) ** 2)
     c = {"none": 0.0, "median": float(exact.median()), "large": 10 * float(exact.max())}[offset]
-    _knn._set_offset(c, pa, pb)
-    buf = _knn._buffer(len(a) * len(b), pa)
-    tile = _knn._sq_tile(
-        buf, pa.left(slice(None)), pa.sq_norms[:, None], pb.right(slice(None)), pb.sq_norms, _knn._offset(pa, pb)
+    points.set_offset(c, pa, pb)
+    buf = tiling.buffer(len(a) * len(b), pa)
+    tile = tiling.sq_tile(
+        buf, pa.left(slice(None)), pa.sq_norms[:, None], pb.right(slice(None)), pb.sq_norms, points.pass_offset(pa, pb)
     ).clone()
-    bound = _knn._bound(pa, pb, slice(None)).col()
+    bound = points.bound(pa, pb, slice(None)).col()
     v = tile.double()
     assert bool((bound.low(v) <= exact).all())
     assert bool((exact <= bound.high(v)).all())
@@ -77,10 +78,10 @@ def test_copies_always_reach_the_exact_recomputation(screen_on):
     # ~a = ~b for a copy: its screen value is float32 accumulation noise, inside the
     # interval of 0, so a ball of radius 0 always sends it to float64
     x = DATA["offset"][:50]
-    p = _knn.prepare(x, x.double().mean(0), torch.float32)
-    buf = _knn._buffer(50 * 50, p)
-    tile = _knn._sq_tile(buf, p.left(slice(None)), p.sq_norms[:, None], p.right(slice(None)), p.sq_norms)
-    bound = _knn._bound(p, p, slice(None))
+    p = points.prepare(x, x.double().mean(0), torch.float32)
+    buf = tiling.buffer(50 * 50, p)
+    tile = tiling.sq_tile(buf, p.left(slice(None)), p.sq_norms[:, None], p.right(slice(None)), p.sq_norms)
+    bound = points.bound(p, p, slice(None))
     assert bool((tile.diagonal().double() <= bound.maybe_below(torch.zeros(50, dtype=torch.float64))).all())
     assert bool((bound.low(tile.diagonal().double()) == 0).all())
 
@@ -89,8 +90,8 @@ def test_copies_always_reach_the_exact_recomputation(screen_on):
 def test_difference_interval_holds_every_exact_distance(name):
     x = DATA[name]
     idx = torch.randperm(300, generator=torch.Generator().manual_seed(1))[:40].repeat(300, 1)
-    direct = _knn._direct_sq(x, x, idx)
-    lo, hi = _knn._direct_interval(direct, x.shape[1])
+    direct = knn_exact.direct_sq(x, x, idx)
+    lo, hi = knn_exact.direct_interval(direct, x.shape[1])
     exact = torch.from_numpy(oracle.dist(x.numpy(), x.numpy()) ** 2).gather(1, idx)
     assert bool((lo <= exact).all()) and bool((exact <= hi).all())
 
@@ -147,19 +148,19 @@ def test_scores_equal_the_oracle_with_and_without_the_screen(name, mode, monkeyp
 
 def _spy_tiles(monkeypatch):
     dtypes = []
-    original = _knn._sq_tile
+    original = tiling.sq_tile
 
     def spy(buf, a_blk, *args):
         dtypes.append(a_blk.dtype)
         return original(buf, a_blk, *args)
 
-    monkeypatch.setattr(_knn, "_sq_tile", spy)
+    monkeypatch.setattr(tiling, "sq_tile", spy)
     return dtypes
 
 
 def test_ambiguous_cross_tiles_are_recomputed_in_float32_and_stay_exact(screen_on, monkeypatch):
     real, fake = _bulk_pair(300, 128)
-    monkeypatch.setattr(_knn, "_AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
+    monkeypatch.setattr(cross, "AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
     dtypes = _spy_tiles(monkeypatch)
     _check_against_oracle(real, fake)
     assert torch.bfloat16 in dtypes and torch.float32 in dtypes
@@ -167,16 +168,16 @@ def test_ambiguous_cross_tiles_are_recomputed_in_float32_and_stay_exact(screen_o
 
 def test_realism_of_unsafe_samples_is_recomputed_and_stays_exact(screen_on, monkeypatch):
     real, fake = _bulk_pair(300, 128)
-    monkeypatch.setattr(_knn, "_SCREEN_REALISM_LIST", 2)  # the bound rarely proves the maximum
+    monkeypatch.setattr(realism, "REALISM_LIST", 2)  # the bound rarely proves the maximum
     unsafe = []
-    finish = _knn._ScreenedRealism.finish
+    finish = realism.RealismLists.finish
 
     def spy(self, shard):
         best, bad = finish(self, shard)
         unsafe.append(int(bad.numel()))
         return best, bad
 
-    monkeypatch.setattr(_knn._ScreenedRealism, "finish", spy)
+    monkeypatch.setattr(realism.RealismLists, "finish", spy)
     res = knn_pass(real, fake, realism_k=3)
     assert unsafe and unsafe[0] > 0
     np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-5)
@@ -216,14 +217,14 @@ def test_realism_ties_beyond_the_lists_are_float64_exact(screen_on, monkeypatch)
     g = torch.Generator().manual_seed(0)
     fake = torch.cat([torch.zeros(1, 6), torch.randn(3, 6, generator=g)])
     unsafe = []
-    finish = _knn._ScreenedRealism.finish
+    finish = realism.RealismLists.finish
 
     def spy(self, shard):
         best, bad = finish(self, shard)
         unsafe.append(bad.tolist())
         return best, bad
 
-    monkeypatch.setattr(_knn._ScreenedRealism, "finish", spy)
+    monkeypatch.setattr(realism.RealismLists, "finish", spy)
     res = knn_pass(real, fake, realism_k=3)
     assert unsafe == [[0]]
     np.testing.assert_allclose(res.cross.realism.numpy(), oracle.realism(real.numpy(), fake.numpy(), 3), rtol=1e-12)
@@ -271,8 +272,8 @@ def test_screen_availability_rules(monkeypatch):
 
 def test_float64_features_are_never_screened(screen_on):
     x = DATA["gaussian"].double()
-    p = _knn.prepare(x, x.mean(0), torch.float64)
-    assert p.screened is None and p.slack == _knn._SLACK
+    p = points.prepare(x, x.mean(0), torch.float64)
+    assert p.screened is None and p.slack == points.SLACK
     assert not math.isnan(float(p.sq_norms.sum()))
 
 
@@ -284,16 +285,14 @@ def test_width_rule_keeps_float32_tiles_for_tight_clusters(monkeypatch):
     tight = modes[torch.randint(0, 10, (600,), generator=g)] + 0.02 * torch.randn(600, 256, generator=g)
     gauss = torch.randn(600, 256, generator=g)
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")  # build the screen rows
-    sets = {
-        name: _knn.prepare(x, x.double().mean(0), torch.float32) for name, x in (("tight", tight), ("gauss", gauss))
-    }
-    offsets = {name: _knn._estimate_offset(p, p, 5, True) for name, p in sets.items()}
-    assert _knn._screen_pays(sets["tight"], sets["tight"], offsets["tight"])  # forced: whatever the width
+    sets = {name: points.prepare(x, x.double().mean(0), torch.float32) for name, x in (("tight", tight), ("gauss", gauss))}
+    offsets = {name: points.estimate_offset(p, p, 5, True) for name, p in sets.items()}
+    assert points.screen_pays(sets["tight"], sets["tight"], offsets["tight"])  # forced: whatever the width
     monkeypatch.delenv("LIGHTNING_PRD_SCREEN")
-    assert not _knn._screen_pays(sets["tight"], sets["tight"], offsets["tight"])
-    assert _knn._screen_pays(sets["gauss"], sets["gauss"], offsets["gauss"])
+    assert not points.screen_pays(sets["tight"], sets["tight"], offsets["tight"])
+    assert points.screen_pays(sets["gauss"], sets["gauss"], offsets["gauss"])
     dtypes = _spy_tiles(monkeypatch)
-    radii = _knn.self_knn(sets["tight"], [5])[5]  # auto: the pass runs on float32 tiles, exactly
+    radii = self_pass.self_knn(sets["tight"], [5])[5]  # auto: the pass runs on float32 tiles, exactly
     assert torch.bfloat16 not in dtypes
     np.testing.assert_allclose(radii.numpy(), oracle.kth_radius(tight.numpy(), 5) ** 2, rtol=1e-12)
 
@@ -301,7 +300,7 @@ def test_width_rule_keeps_float32_tiles_for_tight_clusters(monkeypatch):
 def _hypercube_realism(rank, world):
     import itertools
 
-    from lightning_prd.functional._shard import current_shard
+    from lightning_prd.functional.knn.shard import current_shard
 
     real = torch.tensor(list(itertools.product([-1.0, 1.0], repeat=6)))
     g = torch.Generator().manual_seed(0)
@@ -333,14 +332,14 @@ def test_copy_of_a_radius_zero_ball_is_settled_as_a_near_pair(screen_on, monkeyp
     real = torch.tensor(np.concatenate([lat, sq, -sq, dup, -dup]), dtype=torch.float32)
     fake = torch.tensor([[8.0, 8.0], [50.0, 20.0]])
     unsafe = []
-    finish = _knn._ScreenedRealism.finish
+    finish = realism.RealismLists.finish
 
     def spy(self, shard):
         best, bad = finish(self, shard)
         unsafe.append(bad.tolist())
         return best, bad
 
-    monkeypatch.setattr(_knn._ScreenedRealism, "finish", spy)
+    monkeypatch.setattr(realism.RealismLists, "finish", spy)
     res = knn_pass(real, fake, realism_k=3)
     assert unsafe == [[]]
     assert bool(torch.isinf(res.cross.realism[0]))  # a copy of a kept ball, radius 0 included

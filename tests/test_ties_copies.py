@@ -418,7 +418,7 @@ def test_realism_of_copies_is_inf(offset):
 def test_one_hot_tabular_data_equals_oracle(block_bytes):
     """One-hot and small-integer columns (what tabular synthesizers produce): distances take a
     handful of values, so nearly every k-th neighbour is tied and most rows go through the exact
-    value-only fallback (:func:`lightning_prd.functional._knn._exact_rows_values`)."""
+    value-only fallback (:func:`lightning_prd.functional.knn.exact.exact_rows_topk`)."""
     rng = np.random.default_rng(1)
 
     def tab(n):

@@ -1,7 +1,7 @@
 """Plans one shared k-NN evaluation from what the metrics ask for, and caches the real side.
 
 :func:`knn_pass` validates the inputs, finds the radii each requested score needs, runs the
-three tile passes of :mod:`._knn` once, and returns the raw per-sample results. The public
+three tile passes of :mod:`.knn` once, and returns the raw per-sample results. The public
 functions and the Metric classes turn those into scores.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, Dict, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
-from lightning_prd.functional._shard import Shard
+from lightning_prd.functional import knn
+from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._validation import (
     as_features,
@@ -38,13 +38,13 @@ class RealSide:
 
     points: Tensor
     centre: Tensor
-    prepared: _knn.PointSet
+    prepared: knn.PointSet
     sq_radii: Dict[int, Tensor] = field(default_factory=dict)
 
     @classmethod
     def build(cls, points: Tensor, dtype: torch.dtype) -> "RealSide":
         centre = mean64(points)
-        return cls(points=points, centre=centre, prepared=_knn.prepare(points, centre, dtype))
+        return cls(points=points, centre=centre, prepared=knn.prepare(points, centre, dtype))
 
     def matches(self, points: Tensor, dtype: torch.dtype) -> bool:
         """True when this cache was built from exactly ``points`` (same object or same values)."""
@@ -55,12 +55,12 @@ class RealSide:
         return self.points is points or bool(torch.equal(self.points, points))
 
     def ensure_radii(
-        self, ks: Sequence[int], block_bytes: int, shard: Optional[Shard] = None, work: Optional[_knn.PointSet] = None
+        self, ks: Sequence[int], block_bytes: int, shard: Optional[Shard] = None, work: Optional[knn.PointSet] = None
     ) -> None:
         """Compute the missing radii (on ``work``, this side's points with a centred working copy, if given)."""
         missing = sorted(set(ks) - set(self.sq_radii))
         if missing:
-            self.sq_radii.update(_knn.self_knn(work if work is not None else self.prepared, missing, block_bytes, shard))
+            self.sq_radii.update(knn.self_knn(work if work is not None else self.prepared, missing, block_bytes, shard))
 
 
 @dataclass
@@ -69,7 +69,7 @@ class PassResult:
 
     real: RealSide
     fake_sq_radii: Dict[int, Tensor]
-    cross: _knn.CrossResult
+    cross: knn.CrossResult
     dtype: torch.dtype
     num_real: int
     num_fake: int
@@ -87,7 +87,7 @@ def knn_pass(
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
 ) -> PassResult:
@@ -122,13 +122,13 @@ def knn_pass(
         check_min_samples(fake, k, "fake")
 
     side = real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt)
-    real_set = _knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
+    real_set = knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
     side.ensure_radii(real_ks, block_bytes, shard, work=real_set)
-    fake_set = _knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes)
-    fake_sq_radii = _knn.self_knn(fake_set, fake_ks, block_bytes, shard) if fake_ks else {}
+    fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes)
+    fake_sq_radii = knn.self_knn(fake_set, fake_ks, block_bytes, shard) if fake_ks else {}
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
-    cross = _knn.cross_pass(
+    cross = knn.cross_pass(
         real_set,
         fake_set,
         side.sq_radii,

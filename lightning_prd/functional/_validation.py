@@ -174,13 +174,49 @@ def check_min_samples(x: Tensor, k: int, name: str, k_name: str = "k") -> None:
         )
 
 
+def float32_range_ok(*sets: Tensor) -> bool:
+    """Whether float32 tiles of these ``[n, D]`` feature sets stay within float32's range.
+
+    Tiles are GEMMs on features centred by a point inside their range, so every centred entry
+    is at most ``R = max_j (max x_j - min x_j)`` (over all sets) in magnitude, every squared
+    norm, product sum and squared distance at most ``4 D R^2``. float32 is safe when
+
+    * ``8 D R^2 <= float32 max`` (no overflow, with a factor 2 to spare), and
+    * ``eps R^2 >= 16 (D + 2) tiny`` (the products lost to underflow, at most ``tiny`` each,
+      stay far below the float32 rounding margin ``~ eps R^2``; else most decisions would fall
+      to float64 one pair at a time),
+
+    or ``R = 0`` (identical rows: every distance is exactly 0). One column-wise min/max per
+    set decides, before any tile is computed.
+
+    Example:
+        >>> import torch
+        >>> float32_range_ok(torch.randn(5, 8)), float32_range_ok(torch.randn(5, 8) * 1e19)
+        (True, False)
+        >>> float32_range_ok(torch.randn(5, 8) * 1e-25)
+        False
+    """
+    lo = torch.stack([x.amin(0) for x in sets]).amin(0).to(torch.float64)
+    hi = torch.stack([x.amax(0) for x in sets]).amax(0).to(torch.float64)
+    r = float((hi - lo).max())
+    if r == 0:
+        return True
+    dim, f32 = sets[0].shape[1], torch.finfo(torch.float32)
+    return 8 * dim * r * r <= f32.max and f32.eps * r * r >= 16 * (dim + 2) * f32.tiny
+
+
 def compute_dtype(real: Tensor, fake: Tensor, dtype: Optional[torch.dtype]) -> torch.dtype:
-    """float64 when asked for or when either input is float64, else float32."""
-    if dtype is not None:
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"Expected argument `dtype` to be torch.float32 or torch.float64, but got {dtype}")
-        return dtype
-    return torch.float64 if torch.float64 in (real.dtype, fake.dtype) else torch.float32
+    """The dtype of the distance tiles: float64 when asked for, when either input is float64,
+    or when the features' range would leave float32's (:func:`float32_range_ok`: squared
+    distances past float32's maximum, or so small that underflow swamps them; float32 is then
+    widened to float64, even when asked for); else float32."""
+    if dtype is not None and dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"Expected argument `dtype` to be torch.float32 or torch.float64, but got {dtype}")
+    if dtype is None:
+        dtype = torch.float64 if torch.float64 in (real.dtype, fake.dtype) else torch.float32
+    if dtype == torch.float32 and not float32_range_ok(real, fake):
+        return torch.float64
+    return dtype
 
 
 def check_block_bytes(block_bytes: Any) -> int:

@@ -39,7 +39,7 @@ Where this deliberately differs from the authors' code and synthcity (and why):
   indices (authors' issue #4), which is only defined when ``N == M``.
 * **No equal-size requirement** (synthcity raises unless ``N == M``), no min-max scaling in the
   naive mode (synthcity's ``*_naive`` scales both sets to the real range first: pass an
-  ``embedding`` callable for that), and distances are exact float64 (:mod:`._knn`).
+  ``embedding`` callable for that), and distances are exact float64 (:mod:`.knn`).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
-from lightning_prd.functional._shard import Shard
+from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._oneclass import train_oneclass
 from lightning_prd.functional._validation import (
@@ -137,11 +137,11 @@ def embedding_center(fn: Any, real_emb: Tensor) -> Optional[Tensor]:
 
 
 def _centre_distance(points: Tensor, centre: Tensor) -> Tensor:
-    """Exact float64 ``||p - centre||`` per row (via :func:`._knn.exact_sq_dist`, in chunks)."""
+    """Exact float64 ``||p - centre||`` per row (via :func:`.knn.exact_sq_dist`, in chunks)."""
     out = torch.empty(points.shape[0], dtype=torch.float64, device=points.device)
     for s in range(0, points.shape[0], _EMBED_CHUNK):
         blk = points[s : s + _EMBED_CHUNK]
-        out[s : s + blk.shape[0]] = _knn.exact_sq_dist(blk, centre.expand(blk.shape[0], -1))
+        out[s : s + blk.shape[0]] = knn.exact_sq_dist(blk, centre.expand(blk.shape[0], -1))
     return out.sqrt()
 
 
@@ -194,7 +194,7 @@ def _alpha_beta_from_features(
     real_center: Optional[Tensor] = None,
     per_sample: bool = False,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
 ) -> Tuple[Dict[str, Tensor], PassResult]:
@@ -271,7 +271,7 @@ def alpha_precision_beta_recall(
     embedding: Optional[Any] = None,
     return_per_sample: bool = False,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Dict[str, Tensor]:
     r"""alpha-Precision and beta-Recall curves, their integrated scores, and Authenticity.
 
@@ -375,7 +375,7 @@ def authenticity(
     fake: Any,
     *,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tensor:
     r"""Authenticity (Alaa et al., ICML 2022): the share of generated samples that are not copies.
 

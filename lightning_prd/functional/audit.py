@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional._validation import as_features, check_pair, check_positive_int, check_real
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
@@ -27,7 +27,7 @@ def audit_samples(
     k_coverage: int = 5,
     num_alphas: int = 30,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Dict[str, Tensor]:
     """Per-sample results for auditing a generated set against the real set.
 

@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, knn_pass
 from lightning_prd.functional._validation import check_positive_int
 
@@ -34,7 +34,7 @@ def density_coverage(
     *,
     k: int = 5,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tuple[Tensor, Tensor]:
     r"""Density and coverage of generated samples ``fake`` against real samples ``real``.
 

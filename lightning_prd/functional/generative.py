@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
-from lightning_prd.functional._shard import Shard
+from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional._validation import (
     as_features,
     check_int,

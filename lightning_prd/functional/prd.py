@@ -18,7 +18,15 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import _kmeans
-from lightning_prd.functional._validation import as_features, check_int, check_pair, check_positive_int, check_real, check_seed
+from lightning_prd.functional._validation import (
+    as_features,
+    check_int,
+    check_pair,
+    check_positive_int,
+    check_real,
+    check_seed,
+    compute_dtype,
+)
 
 _SUM_TOL = 1e-5  # how far from 1 a histogram's sum may be (rounding of float32 inputs)
 _CHUNK = 2**22  # elements of one [angles, bins] block in prd_from_histograms
@@ -219,8 +227,8 @@ def prd_curve(
     is seeded (per run: 10 k-means++ seedings compared on a 4,096-point subsample, then Lloyd
     to scikit-learn's tolerance on all points; the runs advance together), where the
     reference uses unseeded scikit-learn ``MiniBatchKMeans(n_init=10)`` and so changes from
-    call to call; clustering runs in float32 (float64 if an input is float64), the curves in
-    float64. Results are reproducible for a seed, not identical to the reference's.
+    call to call; clustering runs in float32 (float64 if an input is float64 or the features'
+    range leaves float32's, see ``compute_dtype``), the curves in float64. Results are reproducible for a seed, not identical to the reference's.
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
@@ -261,7 +269,7 @@ def prd_curve(
         raise ValueError(
             f"Expected argument `num_clusters` to be at most the number of samples ({total}), but got {num_clusters}"
         )
-    dtype = torch.float64 if torch.float64 in (real.dtype, fake.dtype) else torch.float32
+    dtype = compute_dtype(real, fake, None)  # float64 for features outside float32's range
     data = _kmeans.prepare(torch.cat([real.to(dtype), fake.to(dtype)]), inplace=True)
     labels = _kmeans.fit(data, num_clusters, seed=seed, num_runs=num_runs).labels  # [num_runs, N + M]
     precision = torch.zeros(num_angles, dtype=torch.float64, device=real.device)

@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, knn_pass
 from lightning_prd.functional._validation import check_positive_int
 
@@ -33,7 +33,7 @@ def precision_recall(
     *,
     k: int = 3,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tuple[Tensor, Tensor]:
     r"""k-NN precision and recall of generated samples ``fake`` against real samples ``real``.
 
@@ -77,7 +77,7 @@ def realism_score(
     *,
     k: int = 3,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tensor:
     r"""Realism score of each generated sample (Kynkäänniemi et al. 2019, Sec. 5).
 
@@ -88,11 +88,13 @@ def realism_score(
     they get radius 0). Plain distances, as in the paper's text (the official code uses a
     ratio of *squared* distances, roughly the square of this; the threshold at 1 is the same).
     ``R(y) >= 1`` means ``y`` lies in a kept real ball; a generated sample at distance 0 from a
-    kept real sample (a copy) scores ``inf``, even at large offsets in float32. Realism is a
-    continuous score computed from the GEMM distances (float32 accuracy by default,
-    ``dtype=torch.float64`` for more); apart from pairs within rounding of distance 0, which
-    use the exact float64 distance, it is not refined like the membership decisions of the
-    other scores, so right at ``R = 1`` it can disagree with precision's exact ``inside`` test.
+    kept real sample (a copy) scores ``inf``, even at large offsets in float32. Every score is
+    the float64 value of the formula, whatever the tiles (float32, float64, bfloat16 screen):
+    per generated sample the real samples with the largest approximate ratios are listed while
+    the tiles pass, the candidates that may hold the maximum are recomputed in float64, and a
+    sample the list cannot settle is recomputed against every kept real sample. It is returned
+    in the compute dtype (float32 by default: the float64 value rounded once, the same on every
+    machine), and agrees with precision's exact ``inside`` test at ``R = 1``.
 
     Args:
         real: ``[N, D]`` real features.

@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional._validation import as_features, check_positive_int, check_seed
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
@@ -34,7 +34,7 @@ def score_spread(
     k_density_coverage: int = 5,
     seed: int = 0,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Dict[str, Dict[str, Tensor]]:
     """Precision, recall, density and coverage with a ± from disjoint generated subsamples.
 
@@ -76,7 +76,7 @@ def split_spread(
     k_density_coverage: int,
     seed: int = 0,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[Any] = None,
     shard: Optional[Any] = None,
 ) -> Dict[str, Dict[str, Tensor]]:

@@ -11,9 +11,9 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from lightning_prd._distributed import gather_features
-from lightning_prd.functional import _knn
+from lightning_prd.functional import knn
 from lightning_prd.functional._engine import RealSide
-from lightning_prd.functional._shard import Shard, current_shard
+from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.functional._validation import as_features, check_block_bytes
 
 
@@ -51,7 +51,7 @@ class FeatureMetric(Metric):
         self,
         feature_extractor: Optional[Callable[[Any], Tensor]] = None,
         reset_real_features: bool = True,
-        block_bytes: int = _knn.DEFAULT_BLOCK_BYTES,
+        block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
         dtype: Optional[torch.dtype] = None,
         split_work: bool = True,
         **kwargs: Any,

@@ -1,5 +1,7 @@
 """Splitting the k-NN tile work across the processes of a group, and combining the results.
 
+Stage: beside the tiles; may call :mod:`.lists` (the top-k merge) and ``torch.distributed``.
+
 After a Metric's sync every rank holds all features. Instead of every rank computing every
 tile, rank ``r`` of ``W`` computes the tiles whose running number ``c`` has ``c % W == r``;
 per-sample accumulators are then combined by all-reduce (any: max, counts: sum, minima:
@@ -17,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from lightning_prd.functional._topk import merge_topk
+from lightning_prd.functional.knn.lists import merge_topk
 
 
 @dataclass

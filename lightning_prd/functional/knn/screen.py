@@ -1,44 +1,46 @@
-"""Rounding bounds of GEMM squared distances, and the bfloat16 screen of the k-NN tiles.
+"""The bfloat16 screen of the k-NN tiles: cheaper tiles with a rigorous, wider interval.
 
-Every decision of :mod:`._knn` (a k-th neighbour, ``d^2 <= r^2``, a nearest neighbour) is
-taken on a tile value ``v`` only when the whole interval ``[low(v), high(v)]`` that can hold
-the exact squared distance lies on one side of the threshold; other pairs are recomputed in
-float64. :class:`Bound` is that interval for the two ways tiles are computed:
+Stage: beside :mod:`.bounds` (imports only torch); the rows it builds are tiled by
+:mod:`.tiling` and bounded by :class:`.bounds.Bound`.
 
-* **float32 GEMM** (``||a||^2 + ||b||^2 - 2 a.b`` on centred rows): ``[v - tau, v + tau]``
-  with ``tau = (2 sqrt(D + 1) + 8) eps (||a||^2 + ||b||^2)``, an empirical margin several times
-  the measured error (module docstring of :mod:`._knn`).
-* **bfloat16 screen** (where the CPU multiplies bfloat16 natively: about 4x the float32 GEMM
-  rate on AVX512-BF16 / AMX). Each centred row ``a`` is rounded to bfloat16, ``~a``, and
-  augmented so that one bfloat16 GEMM with float32 accumulation returns
-  ``(c - ||~a - ~b||^2) / 2`` directly (row ``[~a, -h1, -h2, -h3, 1, 1, 1]`` times column
-  ``[~b, 1, 1, 1, -g1, -g2, -g3]``, where ``h1 + h2 + h3 = ||~a||^2 / 2 - c / 4`` in three
-  bfloat16 parts); ``c``, the pass's *offset*, is a squared distance near its decisions (the
-  median real radius, or an estimate of the k-th neighbour distance), and the tile value is
-  ``v = c - 2 * output`` in float32. Four rigorous error terms bound the exact ``d = ||a - b||``:
+Where the CPU multiplies bfloat16 natively (about 4x the float32 GEMM rate on AVX512-BF16 /
+AMX), tiles of float32 sets are one bfloat16 GEMM each. Each centred row ``a`` is rounded to bfloat16, ``~a``, and
+augmented so that one bfloat16 GEMM with float32 accumulation returns
+``(c - ||~a - ~b||^2) / 2`` directly (row ``[~a, -h1, -h2, -h3, 1, 1, 1]`` times column
+``[~b, 1, 1, 1, -g1, -g2, -g3]``, where ``h1 + h2 + h3 = ||~a||^2 / 2 - c / 4`` in three
+bfloat16 parts); ``c``, the pass's *offset*, is a squared distance near its decisions (the
+median real radius, or an estimate of the k-th neighbour distance), and the tile value is
+``v = c - 2 * output`` in float32. Four rigorous error terms bound the exact ``d = ||a - b||``:
 
-  - the output is rounded to bfloat16: relative error ``u' = u / (1 - u)`` (``u = 2^-8``) of
-    ``|v - c|``, small near the decisions;
-  - float32 accumulation (and the three-part norm split): ``tau``, the float32 margin
-    above, doubled, on the norms of the rounded rows and the offset;
-  - the float32 addition of the offset: ``2^-23 v``;
-  - the rounding of the inputs: ``| ||~a - ~b|| - d | <= rho_a + rho_b`` (triangle
-    inequality), with ``rho`` bounding ``||~a - a||`` per row (its exact float32 residual
-    plus the float32 centring).
+- the output is rounded to bfloat16: relative error ``u' = u / (1 - u)`` (``u = 2^-8``) of
+  ``|v - c|``, small near the decisions;
+- float32 accumulation (and the three-part norm split): ``tau``, the float32 margin
+  above, doubled, on the norms of the rounded rows and the offset;
+- the float32 addition of the offset: ``2^-23 v``;
+- the rounding of the inputs: ``| ||~a - ~b|| - d | <= rho_a + rho_b`` (triangle
+  inequality), with ``rho`` bounding ``||~a - a||`` per row (its exact float32 residual
+  plus the float32 centring).
 
-  So with ``s(v) = u' |v - c| + 2^-23 v + tau`` and ``e = rho_a + rho_b``, ``d`` lies in
-  ``[sqrt(max(0, v - s(v))) - e, sqrt(v + s(v)) + e]``. A copy (``~a = ~b``) gets accumulation
-  noise inside the interval of 0, so its distance is always recomputed: exactly 0.
+So with ``s(v) = u' |v - c| + 2^-23 v + tau`` and ``e = rho_a + rho_b``, ``d`` lies in
+``[sqrt(max(0, v - s(v))) - e, sqrt(v + s(v)) + e]``. A copy (``~a = ~b``) gets accumulation
+noise inside the interval of 0, so its distance is always recomputed: exactly 0.
 
 The screen only chooses which pairs are recomputed: decisions and values are the float64
 ones either way (tests run both paths). It is used for float32 features on CPUs with native
 bfloat16 (see :func:`screen_available`); ``LIGHTNING_PRD_SCREEN=0`` turns it off,
 ``=1`` forces it (slow without hardware support).
+
+Example:
+    >>> import torch
+    >>> x = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    >>> s = screen(x, x.double().mean(0))
+    >>> out, scratch = torch.empty(2, 2), torch.empty(2, 2, dtype=torch.bfloat16)
+    >>> screen_tile(out, scratch, s.rows, s.right(slice(None)))[0, 1].item()
+    5.0
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,27 +49,11 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-#: Unit roundoff of bfloat16 (8 significant bits) and the relative error bound of a value
-#: recovered from its rounded form.
-_U = 2.0**-8
-SCREEN_REL = _U / (1 - _U)
 #: Columns added to each row (three norm parts, three ones), rounded up for aligned GEMM rows.
 _EXTRA = 6
 _ALIGN = 32
 #: Smallest normal float32: bfloat16 GEMM kernels flush smaller inputs and products to 0.
 _TINY = 2.0**-126
-
-
-def tol_factor(dtype: torch.dtype, dim: int) -> float:
-    """Relative rounding margin of a float GEMM squared distance with ``dim`` accumulated terms.
-
-    The dot product's rounding error grows like ``sqrt(D) * eps`` (random-walk accumulation;
-    blocked BLAS kernels do better), the norms and additions add a few ``eps``. Measured
-    on Gaussian and offset data the error stays below ``0.07 * sqrt(D + 1) * eps *
-    (||a||^2 + ||b||^2)`` at D = 2,048 and below ``1 * sqrt(D + 1) * eps * (...)`` at D = 8;
-    the margin is several times larger in both regimes.
-    """
-    return (2.0 * math.sqrt(dim + 1) + 8.0) * torch.finfo(dtype).eps
 
 
 @lru_cache(maxsize=None)
@@ -111,7 +97,7 @@ def screen_available(device: torch.device, dtype: torch.dtype, rows: int = 0, di
     gain (:data:`SCREEN_MIN_ROWS`, :data:`SCREEN_MIN_ELEMENTS`); never float64, never CUDA
     (cuBLAS may reduce bfloat16 products in reduced precision, which the bound does not
     cover). ``LIGHTNING_PRD_SCREEN=0`` / ``=1`` overrides the detection and the size rule (and
-    ``=1`` the width rule of :mod:`._knn`, which keeps float32 tiles where the screen's interval
+    ``=1`` the width rule of :mod:`.points`, which keeps float32 tiles where the screen's interval
     would be too wide to decide).
     """
     if dtype != torch.float32 or device.type != "cpu":
@@ -202,57 +188,3 @@ def screen_tile(out: Tensor, scratch: Tensor, left: Tensor, right: Tensor, offse
         return torch.mul(scratch, -2.0, out=out).clamp_(min=0.0)
     # in float32 (a mixed-dtype add with a broadcast offset measured 5x slower than these)
     return out.copy_(scratch).mul_(-2.0).add_(offset).clamp_(min=0.0)
-
-
-@dataclass
-class Bound:
-    """Interval ``[low(v), high(v)]`` holding the exact float64 squared distance of a pair whose
-    tile value is ``v`` (module docstring). ``e`` and ``tau`` broadcast against ``v``.
-
-    With the screen, ``v`` carries a relative error ``rel`` of ``|v - offset|`` (the bfloat16
-    output) and ``2^-23`` of ``v`` (the float32 sum that adds the offset back), then ``tau``;
-    ``e`` bounds the inputs' rounding in distance units.
-    """
-
-    rel: float
-    e: Optional[Tensor]
-    tau: Tensor
-    offset: float = 0.0
-
-    #: relative rounding of the float32 addition of the offset (two units in the last place)
-    _ADD = 2.0**-23
-
-    def col(self) -> "Bound":
-        """The same bound as a column (``[n, 1]``), to broadcast along tile rows."""
-        return Bound(self.rel, None if self.e is None else self.e[:, None], self.tau[:, None], self.offset)
-
-    def _spread(self, v: Tensor) -> Tensor:
-        return self.rel * (v - self.offset).abs() + self._ADD * v.abs() + self.tau
-
-    def low(self, v: Tensor) -> Tensor:
-        if self.e is None:
-            return v - self.tau
-        return ((v - self._spread(v)).clamp(min=0).sqrt() - self.e).clamp(min=0).square()
-
-    def high(self, v: Tensor) -> Tensor:
-        if self.e is None:
-            return v + self.tau
-        return ((v + self._spread(v)).sqrt() + self.e).square()
-
-    def sure_below(self, thr: Tensor) -> Tensor:
-        """Largest tile value whose exact distance is surely ``<= thr`` (``high(v) <= thr``)."""
-        if self.e is None:
-            return thr - self.tau
-        root = thr.sqrt() - self.e
-        target = root.square() - self.tau  # v + rel |v - c| + add v <= target, v >= 0
-        c, r, a = self.offset, self.rel, self._ADD
-        v = torch.where(target >= c * (1 + a), (target + r * c) / (1 + a + r), (target - r * c) / (1 + a - r))
-        return torch.where(root > 0, v, -math.inf)
-
-    def maybe_below(self, thr: Tensor) -> Tensor:
-        """Largest tile value whose exact distance may be ``<= thr`` (``low(v) <= thr``)."""
-        if self.e is None:
-            return thr + self.tau
-        target = (thr.sqrt() + self.e).square() + self.tau  # v - rel |v - c| - add v <= target
-        c, r, a = self.offset, self.rel, self._ADD
-        return torch.where(target >= c * (1 - a), (target - r * c) / (1 - a - r), (target + r * c) / (1 - a + r))

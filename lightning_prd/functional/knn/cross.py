@@ -1,0 +1,231 @@
+"""The cross pass: one pass over the real x fake tiles, reduced in both directions.
+
+Stage: top of the engine (may call every stage below: :mod:`.members`, :mod:`.realism`,
+:mod:`.refine`, :mod:`.exact`, :mod:`.tiling`, :mod:`.points`, :mod:`.lists`, :mod:`.shard`).
+Each tile is reduced while it is in memory: fake membership in the real balls, ball counts
+and hits (precision, density, coverage), real membership in the fake balls (recall), per-ball
+minima of per-fake values (beta-recall), realism, and running nearest-neighbour lists made
+exact at the end (authenticity). A screened tile with too many ambiguous pairs is
+recomputed from the float rows (:data:`AMBIGUOUS_SHARE`).
+
+Example:
+    >>> import torch
+    >>> from lightning_prd.functional.knn.points import prepare
+    >>> from lightning_prd.functional.knn.self_pass import self_knn
+    >>> real, fake = torch.tensor([[0.0], [1.0], [3.0]]), torch.tensor([[0.5], [9.0]])
+    >>> c = real.double().mean(0)
+    >>> r, f = prepare(real, c, torch.float32), prepare(fake, c, torch.float32)
+    >>> cross_pass(r, f, self_knn(r, [1]), {}, member_ks=[1]).fake_in_real[1].tolist()
+    [True, False]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Dict, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn.exact import exact_pairs, lowest_identical
+from lightning_prd.functional.knn.lists import RunningNearest
+from lightning_prd.functional.knn.members import Ambiguous, Members, rows_inside
+from lightning_prd.functional.knn.points import (
+    PointSet,
+    bound,
+    estimate_offset,
+    screen_pays,
+    set_offset,
+    unscreened,
+)
+from lightning_prd.functional.knn.realism import RealismLists, exact_realism
+from lightning_prd.functional.knn.refine import refine_topk
+from lightning_prd.functional.knn.shard import Shard
+
+#: A screened cross tile with more ambiguous pairs than this share is recomputed in the
+#: compute dtype (a float64 pair costs about as much as 100 pairs of a float32 GEMM).
+AMBIGUOUS_SHARE = 1 / 256
+
+
+@dataclass
+class CrossResult:
+    """Everything the k-NN metrics need from the real x fake tiles.
+
+    Keys of the dicts are the ``k`` of the radii used.
+
+    Attributes:
+        fake_in_real: ``[M]`` bool per k: fake inside some real ball (precision).
+        fake_ball_count: ``[M]`` int64 per k: number of real balls holding the fake (density).
+        real_ball_hit: ``[N]`` bool per k: real sample's own ball holds a fake (coverage).
+        real_in_fake: ``[N]`` bool per k: real inside some fake ball (recall).
+        realism: ``[M]`` float64 realism scores, or None.
+        fake_nn_index, fake_nn_sq_dist: nearest real sample of each fake (exact float64
+            squared distance, comparable with the squared radii without rounding).
+        real_nn_index, real_nn_sq_dist: nearest fake sample of each real.
+        real_ball_min_value: ``[N]`` per k: minimum of ``fake_values`` over the fakes inside
+            the real sample's ball (``inf`` when none), used by beta-recall.
+    """
+
+    fake_in_real: Dict[int, Tensor] = field(default_factory=dict)
+    fake_ball_count: Dict[int, Tensor] = field(default_factory=dict)
+    real_ball_hit: Dict[int, Tensor] = field(default_factory=dict)
+    real_in_fake: Dict[int, Tensor] = field(default_factory=dict)
+    realism: Optional[Tensor] = None
+    fake_nn_index: Optional[Tensor] = None
+    fake_nn_sq_dist: Optional[Tensor] = None
+    real_nn_index: Optional[Tensor] = None
+    real_nn_sq_dist: Optional[Tensor] = None
+    real_ball_min_value: Dict[int, Tensor] = field(default_factory=dict)
+
+
+def cross_pass(
+    real: PointSet,
+    fake: PointSet,
+    real_sq_radii: Dict[int, Tensor],
+    fake_sq_radii: Dict[int, Tensor],
+    *,
+    member_ks: Sequence[int] = (),
+    recall_ks: Sequence[int] = (),
+    realism_k: Optional[int] = None,
+    nearest: Union[bool, str] = False,
+    fake_values: Optional[Tensor] = None,
+    value_ks: Sequence[int] = (),
+    block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
+    shard: Optional[Shard] = None,
+) -> CrossResult:
+    """One pass over the real x fake tiles, reduced in both directions.
+
+    Args:
+        real_sq_radii / fake_sq_radii: exact float64 squared ``NND_k`` per k.
+        member_ks: real-ball radii k for which fake membership, counts and coverage are wanted.
+        recall_ks: fake-ball radii k for which real membership is wanted.
+        realism_k: real radii k for realism (median-pruned, plain-distance ratio), or None.
+        nearest: exact nearest neighbours across the sets: True for both directions, ``"fake"``
+            for the nearest real sample of each fake only (what authenticity needs).
+        fake_values, value_ks: per-fake values whose minimum over each real ball (radius k
+            in ``value_ks``) is wanted.
+        shard: compute only this process's tiles and combine the accumulators across the group.
+    """
+    if (real.screened is None) != (fake.screened is None):  # one set too small to be screened
+        real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
+    screened = real.screened is not None
+    if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
+        radii = [real_sq_radii[k] for k in sorted(set(member_ks) | set(value_ks) | {realism_k} - {None})]
+        offset = float(radii[-1].median()) if radii else estimate_offset(fake, real, 1, False)
+        if screen_pays(real, fake, offset):
+            set_offset(offset, real, fake)
+        else:
+            real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
+            screened = False
+    # a screened tile with too many ambiguous pairs is recomputed from the float rows
+    plain_real, plain_fake = replace(real, screened=None), replace(fake, screened=None)
+    n, m = len(real), len(fake)
+    dev, cdt = real.original.device, real.dtype
+    res = CrossResult()
+    for k in member_ks:
+        res.fake_in_real[k] = torch.zeros(m, dtype=torch.bool, device=dev)
+        res.fake_ball_count[k] = torch.zeros(m, dtype=torch.long, device=dev)
+        res.real_ball_hit[k] = torch.zeros(n, dtype=torch.bool, device=dev)
+    for k in recall_ks:
+        res.real_in_fake[k] = torch.zeros(n, dtype=torch.bool, device=dev)
+    for k in value_ks:
+        res.real_ball_min_value[k] = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
+    realism = None
+    if realism_k is not None:
+        r_sq = real_sq_radii[realism_k]
+        keep = r_sq.sqrt() <= torch.quantile(r_sq.sqrt(), 0.5)
+        # ratio r^2 / d^2 by one division: pruned balls get -1 (never the maximum of a kept
+        # ball, whose ratios are >= 0); a kept ball of radius 0 gives 0 / d^2 = 0 to every
+        # sample not on it, and (from the exact distance) inf to a copy of its centre
+        realism = RealismLists(real, fake, torch.where(keep, r_sq, -1.0))
+    if nearest not in (False, True, "fake"):
+        raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
+    near_fake = RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
+    near_real = RunningNearest(n, min(1 + real.slack, m), cdt, dev) if nearest is True else None
+
+    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard):
+        n_r, n_c = sq.shape
+        rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
+
+        def exact_fn(r: Tensor, c: Tensor) -> Tensor:
+            return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
+
+        def decide(sq: Tensor, a: PointSet, b: PointSet, limit: Optional[int]):
+            # margins use the tile's largest norm on the other side: a conservative bound
+            row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
+            # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
+            balls, wider = {}, None
+            for k in sorted(set(member_ks) | set(value_ks), reverse=True):
+                balls[k] = wider = Members(sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit)
+            inside = {
+                k: rows_inside(sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit)
+                for k in recall_ks
+            }
+            return balls, inside
+
+        try:
+            balls, inside = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
+        except Ambiguous:
+            sq = tiling.sq_tile(
+                (sq.reshape(-1), None), plain_real.left(rs), plain_real.sq_norms[rs, None],
+                plain_fake.right(cs), plain_fake.sq_norms[cs],
+            )
+            balls, inside = decide(sq, plain_real, plain_fake, None)
+        for k, members in balls.items():
+            if k in res.fake_in_real:
+                res.fake_in_real[k][cs] |= members.any_per_col()
+                res.fake_ball_count[k][cs] += members.count_per_col()
+                res.real_ball_hit[k][rs] |= members.any_per_row()
+            if k in res.real_ball_min_value:
+                best = res.real_ball_min_value[k]
+                best[rs] = torch.minimum(best[rs], members.min_per_row(fake_values[cs]))
+        for k, rows_in in inside.items():
+            res.real_in_fake[k][rs] |= rows_in
+        if realism is not None:  # (the screen's bound holds for recomputed tiles too)
+            realism.update(rs, cs, sq, i0, exact_fn)
+        if near_fake is not None:
+            near_fake.update(cs, sq, 0, i0)
+        if near_real is not None:
+            near_real.update(rs, sq, 1, j0)
+
+    if shard is not None:
+        _combine(res, shard)
+        for near in (near_fake, near_real):
+            if near is not None:
+                near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
+    if realism is not None:
+        best, unsafe = realism.finish(shard)
+        if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
+            mine = shard.row_share(len(unsafe)) if shard is not None else slice(None)
+            part = exact_realism(real, fake, unsafe[mine], realism.num, block_bytes)
+            best[unsafe] = shard.gather_rows(part, len(unsafe)) if shard is not None else part
+        res.realism = best.clamp(min=0).sqrt()
+    # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
+    # argmin; authenticity depends on which tied real sample is i*
+    if near_real is not None:
+        dist, index = refine_topk(
+            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m, block_bytes=block_bytes,
+            shard=shard,
+        )[1]
+        res.real_nn_sq_dist, res.real_nn_index = dist, lowest_identical(fake.original, index, dist)
+    if near_fake is not None:
+        dist, index = refine_topk(
+            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n, block_bytes=block_bytes,
+            shard=shard,
+        )[1]
+        res.fake_nn_sq_dist, res.fake_nn_index = dist, lowest_identical(real.original, index, dist)
+    return res
+
+
+def _combine(res: CrossResult, shard: Shard) -> None:
+    """All-reduce the per-sample accumulators of a sharded cross pass."""
+    for k in res.fake_in_real:
+        res.fake_in_real[k] = shard.any(res.fake_in_real[k])
+        res.fake_ball_count[k] = shard.sum(res.fake_ball_count[k])
+        res.real_ball_hit[k] = shard.any(res.real_ball_hit[k])
+    for k in res.real_in_fake:
+        res.real_in_fake[k] = shard.any(res.real_in_fake[k])
+    for k in res.real_ball_min_value:
+        res.real_ball_min_value[k] = shard.min(res.real_ball_min_value[k])
