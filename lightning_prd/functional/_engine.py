@@ -75,6 +75,13 @@ class PassResult:
     num_fake: int
 
 
+def requested(value: Optional[Tensor], name: str) -> Tensor:
+    """A reduction of the pass that the caller asked for (``knn_pass`` leaves the others ``None``)."""
+    if value is None:
+        raise RuntimeError(f"the k-NN pass did not compute `{name}`: request it in knn_pass")
+    return value
+
+
 def knn_pass(
     real: Any,
     fake: Any,

@@ -51,6 +51,10 @@ class OneClassEmbedding(nn.Module):
         center: ``[rep_dim]`` fixed centre ``c`` of the one-class objective (buffer).
     """
 
+    input_mean: Tensor
+    input_scale: Tensor
+    center: Tensor
+
     def __init__(self, in_dim: int, rep_dim: int, hidden: int, num_layers: int) -> None:
         super().__init__()
         widths = [in_dim] + [hidden] * (num_layers - 1) + [rep_dim]

@@ -50,7 +50,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
+from lightning_prd.functional._engine import PassResult, RealSide, knn_pass, requested
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._oneclass import train_oneclass
@@ -176,8 +176,8 @@ def _integrated(alphas: Tensor, curve: Tensor) -> Tensor:
 
 def _authentic_from_pass(res: PassResult) -> Tensor:
     """``[M]`` bool: ``d(y_j, x_i*)^2 > NND_1(x_i*)^2`` (exact squared values, so a copy is False)."""
-    nn_index = res.cross.fake_nn_index
-    return res.cross.fake_nn_sq_dist > res.real.sq_radii[1][nn_index]
+    nn_index = requested(res.cross.fake_nn_index, "fake_nn_index")
+    return requested(res.cross.fake_nn_sq_dist, "fake_nn_sq_dist") > res.real.sq_radii[1][nn_index]
 
 
 def fake_centre_distance(fake: Tensor) -> Tensor:
@@ -246,7 +246,7 @@ def alpha_beta_from_pass(
     if per_sample:
         out.update(
             authentic=authentic,
-            fake_nearest_real=res.cross.fake_nn_index,
+            fake_nearest_real=requested(res.cross.fake_nn_index, "fake_nn_index"),
             alpha_typicality=_levels(fake_dist, real_dist),
             recalled_at_beta=_levels(ball_value, fake_dist_g),
             real_distance_to_real_center=real_dist,

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional._engine import knn_pass, requested
 from lightning_prd.functional._validation import as_features, check_pair, check_positive_int, check_real
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
 
@@ -66,16 +66,17 @@ def audit_samples(
         extra_real_ks=[1], fake_values=dist_g, value_ks=[k_c], dtype=dtype, block_bytes=block_bytes,
     )
     ab = alpha_beta_from_pass(res, fake_v, dist_g, num_alphas=num_alphas, k=k_c, per_sample=True)
-    nn_d = res.cross.fake_nn_sq_dist.sqrt()
-    nn_r = res.real.sq_radii[1][res.cross.fake_nn_index].sqrt()
+    nearest = requested(res.cross.fake_nn_index, "fake_nn_index")
+    nn_d = requested(res.cross.fake_nn_sq_dist, "fake_nn_sq_dist").sqrt()
+    nn_r = res.real.sq_radii[1][nearest].sqrt()
     copy_ratio = torch.where(nn_r > 0, nn_d / nn_r.clamp(min=torch.finfo(torch.float64).tiny), torch.where(nn_d > 0, torch.inf, 0.0))
     return {
         "copy_ratio": copy_ratio,
-        "realism": res.cross.realism,
+        "realism": requested(res.cross.realism, "realism"),
         "inside_precision": res.cross.fake_in_real[k_p],
         "real_ball_count": res.cross.fake_ball_count[k_c],
         "authentic": ab["authentic"],
-        "nearest_real": res.cross.fake_nn_index,
+        "nearest_real": nearest,
         "nearest_real_distance": nn_d,
         "alpha_typicality": ab["alpha_typicality"],
         "covered": res.cross.real_ball_hit[k_c],

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass
+from lightning_prd.functional._engine import PassResult, knn_pass, requested
 from lightning_prd.functional._validation import check_positive_int
 
 
@@ -113,4 +113,4 @@ def realism_score(
     """
     k = check_positive_int(k, "k")
     res = knn_pass(real, fake, realism_k=k, dtype=dtype, block_bytes=block_bytes)
-    return res.cross.realism.to(res.dtype)
+    return requested(res.cross.realism, "realism").to(res.dtype)
