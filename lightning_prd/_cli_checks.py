@@ -154,7 +154,7 @@ def check_outputs(
                 )
         key = ident if ident is not None else os.path.realpath(out)
         if key in outputs:
-            raise CLIError(f"{flag} {text}: refusing to overwrite {outputs[key]}")
+            raise CLIError(f"{flag} {text}: refusing to overwrite {outputs[key]} (the same file)")
         outputs[key] = f"the {flag} file"
         _check_writable(flag, text, out)
         if flag == "--plot":

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, List, Sequence
 
+from lightning_prd._cli_checks import check_outputs
+from lightning_prd._cli_inputs import CLIError
 from lightning_prd.runs import PANEL_SCORES, Run, RunsError, load_runs, score_order
 
 EPILOG = """\
@@ -119,37 +120,13 @@ LEGEND = (
 
 
 def _check_outputs(args: argparse.Namespace, runs: Sequence[Run]) -> None:
-    """Refuse outputs that are a directory, the same file twice, or any file of a run (same inode too)."""
-    inputs = [f for r in runs for f in r.files]
-    chosen: Dict[str, str] = {}
-    for flag in ("--json", "--plot"):
-        text = getattr(args, flag[2:])
-        if text is None:
-            continue
-        if not text.strip():
-            raise RunsError(f"{flag}: expected a file path, but got {text!r}")
-        out = Path(text).expanduser()
-        if out.is_dir() or text.endswith(("/", os.sep)):
-            raise RunsError(f"{flag} {text}: expected a file path, but this is a directory")
-        if out.exists():
-            for f in inputs:
-                if os.path.samefile(out, f):
-                    raise RunsError(f"{flag} {text}: refusing to overwrite {f}, a file of a run")
-            for other, path in chosen.items():
-                if os.path.samefile(out, path):
-                    raise RunsError(f"{flag} {text}: the same file as {other}")
-        elif str(out.resolve()) in {str(Path(p).resolve()) for p in chosen.values()}:
-            raise RunsError(f"{flag} {text}: the same file as {next(iter(chosen))}")
-        if flag == "--plot":
-            from matplotlib.figure import Figure
-
-            formats = Figure().canvas.get_supported_filetypes()
-            if (out.suffix[1:].lower() or "png") not in formats:
-                raise RunsError(
-                    f"{flag} {text}: unsupported image format {out.suffix!r}; expected .png or one of "
-                    f"{', '.join('.' + f for f in sorted(formats))}"
-                )
-        chosen[flag] = str(out)
+    """Refuse outputs that are a directory, the same file twice, or any file of a run (by identity:
+    hard links and symbolic links too), with the checks of ``evaluate`` (:mod:`lightning_prd._cli_checks`)."""
+    inputs = [("a file of a run,", str(f)) for r in runs for f in r.files]
+    try:
+        check_outputs(args, inputs, lambda out: out.suffix[1:].lower() or "png")
+    except CLIError as err:
+        raise RunsError(str(err)) from None
 
 
 def _write(path: str, flag: str, write: Any) -> None:
