@@ -65,8 +65,15 @@ def run(n: int, dim: int, repeats: int) -> None:
     def one(realism_k):
         t0 = time.perf_counter()
         knn_pass(
-            real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=realism_k, nearest="fake", extra_real_ks=[1, 3],
-            fake_values=values, value_ks=[5],
+            real,
+            fake,
+            member_ks=[3, 5],
+            recall_ks=[3],
+            realism_k=realism_k,
+            nearest="fake",
+            extra_real_ks=[1, 3],
+            fake_values=values,
+            value_ks=[5],
         )
         return time.perf_counter() - t0
 
@@ -92,9 +99,11 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=2_048)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"CPU: {_cpu()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"cpu capability {torch.backends.cpu.get_cpu_capability()}, "
-          f"LIGHTNING_PRD_SCREEN={os.environ.get('LIGHTNING_PRD_SCREEN', '(unset)')}")
+    print(
+        f"CPU: {_cpu()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"cpu capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"LIGHTNING_PRD_SCREEN={os.environ.get('LIGHTNING_PRD_SCREEN', '(unset)')}"
+    )
     if os.path.exists("/proc/loadavg"):
         with open("/proc/loadavg") as f:
             print(f"load average: {' '.join(f.read().split()[:3])}")

@@ -8,13 +8,14 @@ the comparison.
 """
 
 import numpy as np
-import oracle
 import pytest
 import torch
 from test_realism_exact import CASES
 
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional.knn import realism
+
+import oracle
 
 SMALL_TILES = 16 * 1024  # a few dozen rows per tile: most tiles meet full lists
 

@@ -32,9 +32,6 @@ REALISM_LIST = 33
 #: The same for float32 / float64 tiles, whose interval is narrow: the list only has to hold
 #: the ratios within the tiles' rounding of the largest (a longer list costs more per tile).
 REALISM_LIST_FLOAT = 4
-#: Memory of one chunk of the listed pairs' float64 distances (about one pair per generated
-#: sample): few large chunks, few passes over the pairs.
-FINISH_CHUNK_BYTES = 64 * 2**20
 
 
 class RealismLists:
@@ -49,8 +46,12 @@ class RealismLists:
     squared distance, so no unlisted real can beat the listed ones once the best exact ratio is
     at least ``F`` times the last listed approximate one; samples where that fails are
     recomputed by the caller in float64 over every kept real sample (:func:`exact_realism`).
-    Per tile: one division, one comparison and a merge of the few entries that enter a list
-    (on CUDA a ``topk`` of the tile instead, which needs no host synchronisation).
+    Per tile, while a list is not full: every ratio (one division) merged into the lists (on
+    CUDA always, by a ``topk`` of the tile, which needs no host synchronisation). Once full, a
+    pair can only enter if ``num / v`` beats its list's floor ``f``, so ``v < max(num) / f``:
+    one comparison of the tile with that per-column threshold (widened to the near-pair
+    threshold) finds a superset of the entering and near pairs; only those are divided, and
+    only the lists that gain an entry are merged: the same lists, at a fraction of the cost.
     """
 
     def __init__(self, real: PointSet, fake: PointSet, num: Tensor) -> None:
@@ -168,9 +169,8 @@ class RealismLists:
         f, j = (listed & (num >= 0) & (ceiling >= best[:, None])).nonzero(as_tuple=True)
         # those pairs exactly (float64); the largest exact ratio beats every other listed one
         first = 0 if shard is None else mine.start
-        self._bufs.clear()  # the tile buffers: their memory serves the pairs' chunks
-        chunk = max(256, FINISH_CHUNK_BYTES // (16 * max(1, self.real.original.shape[1])))
-        dist = exact_pairs(self.real.original, self.fake.original, idx[f, j], f + first, chunk)
+        self._bufs.clear()  # the tile buffers
+        dist = exact_pairs(self.real.original, self.fake.original, idx[f, j], f + first)
         best = near_best.scatter_reduce(0, f, exact_ratio(num[f, j], dist), reduce="amax")
         last = -vals[:, -1].to(torch.float64)  # the t-th largest approximate ratio
         # an unlisted pair of a kept ball has ratio num / v <= last, so v >= num_min / last, and
