@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.exact import exact_pairs
-from lightning_prd.functional.knn.lists import RunningNearest
+from lightning_prd.functional.knn.lists import RunningNearest, merge_topk, padded
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import tiles
@@ -46,8 +46,12 @@ class RealismLists:
     squared distance, so no unlisted real can beat the listed ones once the best exact ratio is
     at least ``F`` times the last listed approximate one; samples where that fails are
     recomputed by the caller in float64 over every kept real sample (:func:`exact_realism`).
-    Per tile: one division, one comparison and a merge of the few entries that enter a list
-    (on CUDA a ``topk`` of the tile instead, which needs no host synchronisation).
+    Per tile, while a list is not full: every ratio (one division) merged into the lists (on
+    CUDA always, by a ``topk`` of the tile, which needs no host synchronisation). Once full, a
+    pair can only enter if ``num / v`` beats its list's floor ``f``, so ``v < max(num) / f``:
+    one comparison of the tile with that per-column threshold (widened to the near-pair
+    threshold) finds a superset of the entering and near pairs; only those are divided, and
+    only the lists that gain an entry are merged: the same lists, at a fraction of the cost.
     """
 
     def __init__(self, real: PointSet, fake: PointSet, num: Tensor) -> None:
@@ -74,15 +78,66 @@ class RealismLists:
         self.num_min = num[kept].min() if bool(kept.any()) else torch.zeros((), dtype=num.dtype, device=dev)
         self.listed = RunningNearest(m, t, cdt, dev)
         self.near_best = torch.full((m,), -math.inf, dtype=torch.float64, device=dev)
-        self._buf: Optional[Tensor] = None
+        self._bufs: Dict[torch.dtype, Tensor] = {}
 
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
-        # the buffer is reused: a fresh tile-size allocation costs more in page faults than the division
-        if self._buf is None or self._buf.numel() < sq.numel():
-            self._buf = torch.empty(sq.numel(), dtype=sq.dtype, device=sq.device)
-        neg_ratio = torch.div(self.neg_num[rs, None], sq, out=self._buf[: sq.numel()].view(sq.shape))
+        """Merge a tile (real rows ``rs`` x generated columns ``cs``) into the lists."""
+        thr = self.listed.vals[cs, -1]  # per generated sample: the t-th largest ratio, negated
+        if sq.is_cuda or bool(torch.isinf(thr).any()):  # lists not yet full (first tiles), or CUDA
+            self._update_full(rs, cs, sq, i0, exact_fn)
+        else:
+            self._update_below_floor(rs, cs, sq, i0, exact_fn, thr)
+
+    def _update_below_floor(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable, thr: Tensor) -> None:
+        """Full lists: only the pairs that may beat a list's floor, or be near pairs, are taken.
+
+        Gives the lists of :meth:`_update_full` (the same entries, by the same division)."""
+        # A pair enters a list only if its ratio num / sq beats the list's floor f = -thr > 0,
+        # so sq < num / f <= max(num) / f; a near pair has sq <= s0. One comparison of the tile
+        # with a per-column threshold finds both kinds (a superset, tested exactly below);
+        # the margin covers the float32 rounding of num and of the division.
+        num, s0 = self.num[rs], self.s0_kept[rs]
+        floor = -thr.to(torch.float64)
+        col = torch.where(floor > 0, num.max().clamp(min=0) / floor.clamp(min=1e-300) * (1 + 1e-5), math.inf)
+        s0_max = s0.max()
+        col = torch.maximum(col, s0_max.to(torch.float64)).to(sq.dtype)
+        mask = torch.le(sq, col[None, :], out=self._buffer(sq.numel(), torch.bool).view(sq.shape))
+        flat = mask.view(-1).nonzero().squeeze(1)  # row-major positions of the candidates
+        if flat.numel() == 0:
+            return
+        n_c = sq.shape[1]
+        v, r = sq.view(-1)[flat], flat // n_c
+        neg = self.neg_num[rs][r] / v  # the float division a whole tile of ratios would make
+        if bool(v.min() <= s0_max):  # near pairs (copies, near-copies): decided exactly
+            near = v <= s0[r]
+            r0, c0 = r[near], flat[near] % n_c
+            if r0.numel():
+                self.near_best[cs].scatter_reduce_(0, c0, exact_ratio(num[r0], exact_fn(r0, c0)), reduce="amax")
+                neg[near] = math.inf  # never listed
+        enter = (neg < thr[flat % n_c]).nonzero().squeeze(1)
+        if enter.numel() == 0:
+            return
+        # merge only the lists that gain an entry: entries grouped by list (column-major key)
+        key, order = torch.sort((flat[enter] % n_c) * sq.shape[0] + r[enter])
+        c, neg = key // sq.shape[0], neg[enter][order]
+        cols, ent = torch.unique_consecutive(c, return_inverse=True)
+        pad_v, pad_i = padded(ent, neg, key - c * sq.shape[0] + i0, len(cols))
+        cols, lst = cols + cs.start, self.listed
+        lst.vals[cols], lst.idx[cols] = merge_topk([lst.vals[cols], pad_v], [lst.idx[cols], pad_i], lst.t)
+
+    def _buffer(self, numel: int, dtype: torch.dtype) -> Tensor:
+        """Reused tile-size storage (a fresh tile-size allocation per tile costs page faults)."""
+        buf = self._bufs.get(dtype)
+        if buf is None or buf.numel() < numel:
+            buf = self._bufs[dtype] = torch.empty(numel, dtype=dtype, device=self.num.device)
+        return buf[:numel]
+
+    def _update_full(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
+        """Every ratio of the tile: while lists are not full, and on CUDA (no host
+        synchronisation beyond one ``nonzero`` per tile)."""
+        neg_ratio = torch.div(self.neg_num[rs, None], sq, out=self._buffer(sq.numel(), sq.dtype).view(sq.shape))
         s0 = self.s0_kept[rs]
-        if sq.is_cuda:  # no host synchronisation beyond the one nonzero
+        if sq.is_cuda:
             r0, c0 = (sq <= s0[:, None]).nonzero(as_tuple=True)
         else:  # rows with a near pair first: one reduction instead of a tile-size mask
             near = (sq.amin(1) <= s0).nonzero(as_tuple=True)[0]
@@ -114,6 +169,7 @@ class RealismLists:
         f, j = (listed & (num >= 0) & (ceiling >= best[:, None])).nonzero(as_tuple=True)
         # those pairs exactly (float64); the largest exact ratio beats every other listed one
         first = 0 if shard is None else mine.start
+        self._bufs.clear()  # the tile buffers
         dist = exact_pairs(self.real.original, self.fake.original, idx[f, j], f + first)
         best = near_best.scatter_reduce(0, f, exact_ratio(num[f, j], dist), reduce="amax")
         last = -vals[:, -1].to(torch.float64)  # the t-th largest approximate ratio
