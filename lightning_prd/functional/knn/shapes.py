@@ -2,12 +2,13 @@
 
 Stage: planning only, beside :mod:`.points` (imports only torch). A GEMM ``s x C x D`` runs
 slower per flop when ``s`` is small (packing, threading and per-call costs), and where that
-happens depends on the CPU (AVX2 or AVX-512, MKL's blocking, the thread count) or the GPU.
-:func:`min_side` measures it once per process, dtype, device and depth: the rate of
-``s x 2048 x min(D, 512)`` products for ``s`` in :data:`CANDIDATES` (a few tens of
-milliseconds on a 2-core CPU), and returns the smallest ``s`` within :data:`EFFICIENT` of
-the best rate. The tile planner (:mod:`.tiling`) keeps the short side of every tile at or
-above it where the memory budget allows. Shapes never change results (every decision is
+happens depends on the CPU (AVX2 or AVX-512, caches, MKL's blocking, the thread count) or
+the GPU. :func:`min_side` measures it once per process, dtype, device and depth: the rate of
+square ``s x s x min(D, 512)`` products for ``s`` in :data:`CANDIDATES` (about 0.1 s on a
+2-core CPU), and returns the smallest ``s`` within :data:`EFFICIENT` of the best rate. The
+tile planner (:mod:`.tiling`) keeps the short side of the cross pass's tiles at or above it
+where the memory budget allows, and computes the self pass's strips as wide tiles where
+squares of the strip height would be slower. Shapes never change results (every decision is
 exact, ties go by index), only speed.
 
 ``LIGHTNING_PRD_TILE`` overrides the probe: an integer is the minimum side itself,
@@ -40,10 +41,10 @@ EFFICIENT = 0.9
 #: Minimum side when the probe does not run (small passes, ``LIGHTNING_PRD_TILE=rule``).
 DEFAULT_MIN_SIDE = 512
 #: Multiply-adds of a pass below which the probe is not worth running (the probe does about
-#: 8e9, 0.14 s at 120 GFLOP/s; a pass of 1e11 takes about 2 s there).
+#: 1.2e10, 0.2 s at 120 GFLOP/s; a pass of 1e11 takes about 2 s there).
 PROBE_MIN_WORK = 10**11
-#: Columns and largest depth of the probe's products.
-PROBE_COLS, PROBE_DEPTH = 2048, 512
+#: Largest depth of the probe's products.
+PROBE_DEPTH = 512
 
 _CACHE: Dict[Tuple[str, torch.dtype, int], int] = {}
 
@@ -92,7 +93,7 @@ def probe(
     sides: Sequence[int] = CANDIDATES,
     clock: Optional[Callable[[], float]] = None,
 ) -> Dict[int, float]:
-    """Multiply-adds per second of ``s x PROBE_COLS x depth`` products (``out.addmm_`` as the
+    """Multiply-adds per second of square ``s x s x depth`` products (``out.addmm_`` as the
     tiles do), best of two runs after one warm-up, for each side ``s``.
 
     On CUDA each timing waits for the device once: a constant number of synchronisations
@@ -101,18 +102,16 @@ def probe(
     clock = clock or time.perf_counter
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     g = torch.Generator(device=device).manual_seed(0)
-    b = torch.randn(PROBE_COLS, depth, generator=g, device=device, dtype=dtype)
     a = torch.randn(max(sides), depth, generator=g, device=device, dtype=dtype)
-    out = torch.zeros(max(sides), PROBE_COLS, device=device, dtype=dtype)
-    out[: sides[0]].addmm_(a[: sides[0]], b.T, alpha=-2.0)  # warm-up (thread pool, kernels)
+    buf = torch.zeros(max(sides) ** 2, device=device, dtype=dtype)
     rates = {}
-    for s in sides:
-        best = float("inf")
+    for s in (sides[0],) + tuple(sides):  # the first run warms up (thread pool, kernels)
+        out, best = buf[: s * s].view(s, s), float("inf")
         for _ in range(2):
             sync()
             t0 = clock()
-            out[:s].addmm_(a[:s], b.T, alpha=-2.0)
+            out.addmm_(a[:s], a[:s].T, alpha=-2.0)
             sync()
             best = min(best, clock() - t0)
-        rates[s] = s * PROBE_COLS * depth / max(best, 1e-9)
+        rates[s] = s * s * depth / max(best, 1e-9)
     return rates

@@ -105,20 +105,25 @@ def self_shape(n: int, itemsize: int, block_bytes: int, side: int = DEFAULT_MIN_
     """Height of the row strips of a self pass and the widest tile of a strip.
 
     The diagonal tiles are computed whole, so the GEMM work is ``(b + 1) / 2b`` of the full
-    square for ``b`` strips: at least :data:`SELF_BLOCKS` strips (56% with 8), each at least
-    ``side`` rows (the GEMM's efficient side). A strip is computed as a few wide tiles of up to
-    the width returned (at least twice its height, within the budget), so the tiles stay
-    efficient GEMMs however thin the strips. With ``parts`` > 1 (a DDP split) the tiles are
-    squares, about three per process or more, so that the round-robin split is even.
+    square for ``b`` strips: at least :data:`SELF_BLOCKS` strips (56% with 8) of at least
+    :data:`.shapes.DEFAULT_MIN_SIDE` rows. Where squares of that height are efficient GEMMs
+    (``height >= side``, the machine's smallest efficient side), the tiles are those squares
+    (small tiles stay in cache for the reductions that follow). Where they are not, each strip
+    is computed as a few wide tiles of up to the width returned (at least twice the height,
+    within the budget): efficient GEMMs with the same work. With ``parts`` > 1 (a DDP split) the
+    tiles are squares, about three per process or more, so that the round-robin split is even.
 
     Example:
-        >>> self_shape(10000, 4, 256 * 2**20)
-        (1250, 8947)
+        >>> self_shape(10000, 4, 256 * 2**20, side=512), self_shape(10000, 4, 256 * 2**20, side=2048)
+        ((1250, 1250), (1250, 8947))
     """
     elements = _budget(itemsize, block_bytes)
-    want = max(side, -(-n // SELF_BLOCKS))
-    if parts > 1:
-        h = even(n, min(max(1, math.isqrt(elements)), want, max(1, -(-n // (3 * parts)))))
+    want = max(DEFAULT_MIN_SIDE, -(-n // SELF_BLOCKS))
+    if parts > 1 or want >= min(side, n):
+        h = min(max(1, math.isqrt(elements)), want)
+        if parts > 1:
+            h = min(h, max(1, -(-n // (3 * parts))))
+        h = even(n, h)
         return h, h
     h = even(n, min(max(1, math.isqrt(elements // 2)), want))
     return h, min(n, max(h, elements // h))
