@@ -27,6 +27,8 @@ def test_override_and_rule_never_probe(monkeypatch):
         assert shapes.min_side(2048, torch.float32, torch.device("cpu"), work=10**15) == shapes.DEFAULT_MIN_SIDE
     monkeypatch.delenv("LIGHTNING_PRD_TILE")  # small passes use the rule without measuring
     assert shapes.min_side(2048, torch.float32, torch.device("cpu"), work=10**9) == shapes.DEFAULT_MIN_SIDE
+    # bfloat16-screened passes keep the rule (their reductions outweigh the GEMM's shape)
+    assert shapes.min_side(2048, torch.bfloat16, torch.device("cpu"), work=10**15) == shapes.DEFAULT_MIN_SIDE
 
 
 @pytest.mark.parametrize("value", ["fast", "-3", "1.5"])
