@@ -16,6 +16,15 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 Peak memory is the growth of the process's peak RSS during the call (``VmHWM``, reset
 between calls through ``/proc/self/clear_refs``), above what the features already occupy.
 
+The header says what the run used: the CPU model and its relevant features (AVX2, AVX-512F,
+AVX512-BF16, AMX from ``/proc/cpuinfo``), the kernels torch dispatches to
+(``torch.backends.cpu.get_cpu_capability()``), the environment variables that restrict them
+(``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``) or the engine (``LIGHTNING_PRD_SCREEN``,
+``LIGHTNING_PRD_TILE``); the footer gives the tile side the GEMM probe chose
+(:mod:`lightning_prd.functional.knn.shapes`). A CPU without native bfloat16 (AVX2 only) is
+reproduced on a newer one by
+``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 LIGHTNING_PRD_SCREEN=0``.
+
 Usage::
 
     python benchmarks/bench_knn.py                       # 2,000/256, 5,000/1,024, 10,000/2,048
@@ -33,8 +42,35 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional.knn.screen import SCREEN_MIN_ELEMENTS, SCREEN_MIN_ROWS, screen_available
 from lightning_prd.functional.alpha_beta import fake_centre_distance
+from lightning_prd.functional.knn import shapes
+from lightning_prd.functional.knn.screen import SCREEN_MIN_ELEMENTS, SCREEN_MIN_ROWS, screen_available
+
+#: Environment variables that change which kernels run.
+ENV_KEYS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "LIGHTNING_PRD_SCREEN", "LIGHTNING_PRD_TILE")
+
+
+def cpu_features() -> str:
+    """One line: CPU model, AVX2 / AVX-512F / AVX512-BF16 / AMX flags, torch's dispatch level
+    and the environment variables that restrict it (unset ones omitted)."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    has = lambda *names: "yes" if any(n in flags for n in names) else ("no" if flags else "?")
+    env = ", ".join(f"{k}={os.environ[k]}" for k in ENV_KEYS if k in os.environ) or "none set"
+    return (
+        f"{model}; AVX2 {has('avx2')}, AVX-512F {has('avx512f')}, AVX512-BF16 {has('avx512_bf16')}, "
+        f"AMX {has('amx_bf16', 'amx_tile')}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}; "
+        f"env: {env}"
+    )
 
 
 def _rss_kib(key: str) -> int:
@@ -125,6 +161,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist"])
     args = ap.parse_args(argv)
     big = screen_available(torch.device("cpu"), torch.float32, SCREEN_MIN_ROWS, SCREEN_MIN_ELEMENTS)
+    print(cpu_features())
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32; bfloat16 screen "
         + (f"on for sets of >= {SCREEN_MIN_ROWS:,} rows and >= {SCREEN_MIN_ELEMENTS:.0e} elements\n" if big else "off\n")
@@ -142,6 +179,8 @@ def main(argv: Optional[List[str]] = None) -> None:
             f"{fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |",
             flush=True,
         )
+    probed = ", ".join(f"{dt} depth {depth}: {side}" for (_, dt, depth), side in shapes._CACHE.items())
+    print(f"\nsmallest efficient tile side (GEMM probe): {probed or f'not probed (rule, {shapes.DEFAULT_MIN_SIDE})'}")
 
 
 if __name__ == "__main__":

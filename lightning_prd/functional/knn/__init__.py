@@ -37,7 +37,7 @@ Stages, each a module that calls only those listed before it:
 2. :mod:`.bounds` - rounding intervals of tile values (:class:`.bounds.Bound`).
 3. :mod:`.screen` - the bfloat16 screen rows and tile; :mod:`.shard` - DDP tile split.
 4. :mod:`.points` - point sets (centre, norms, screen rows), their bounds, the pass offset.
-5. :mod:`.tiling` - tile shapes and the tile GEMM.
+5. :mod:`.shapes`, :mod:`.tiling` - tile shapes from the machine's GEMM, and the tile GEMM.
 6. :mod:`.exact` - float64 pairs and the rigorous per-row fallback.
 7. :mod:`.refine` - exact k-th neighbours from running lists (certain, uncertain, unsafe).
 8. :mod:`.self_pass` - ``NND_k`` radii from the tiles on and above the diagonal.

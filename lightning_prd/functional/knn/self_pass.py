@@ -1,10 +1,13 @@
 """The self pass: exact ``NND_k`` radii of one set from the tiles on and above the diagonal.
 
 Stage: above :mod:`.refine` (may call :mod:`.refine`, :mod:`.tiling`, :mod:`.points`,
-:mod:`.lists`, :mod:`.shard`). Each off-diagonal tile updates the running top-``t`` lists of
-its rows and, transposed, of its columns (half the GEMM work of a full pass); the diagonal is
-masked by index, so an exact duplicate still counts at distance 0 (``NND_k(x)`` excludes
-``x`` itself, ``DESIGN.md``). The lists are then made exact by :func:`.refine.refine_topk`.
+:mod:`.lists`, :mod:`.shapes`, :mod:`.shard`). The rows are cut into strips
+(:func:`.tiling.self_shape`), each computed against the columns from its own first row on, as
+a few wide tiles (:func:`.tiling.strip_chunks`, efficient GEMMs however thin the strips). Each
+tile updates the running top-``t`` lists of its rows and, transposed, of its columns beyond
+the diagonal square (about half the GEMM work of a full pass); the diagonal is masked by
+index, so an exact duplicate still counts at distance 0 (``NND_k(x)`` excludes ``x`` itself,
+``DESIGN.md``). The lists are then made exact by :func:`.refine.refine_topk`.
 
 Example:
     >>> import torch
@@ -33,11 +36,8 @@ from lightning_prd.functional.knn.points import (
     unscreened,
 )
 from lightning_prd.functional.knn.refine import refine_topk
+from lightning_prd.functional.knn.shapes import min_side
 from lightning_prd.functional.knn.shard import Shard
-
-#: Minimum number of row blocks of a self pass (tiles on and above the diagonal only).
-SELF_BLOCKS = 8
-
 
 def self_knn(
     points: PointSet, ks: Iterable[int], block_bytes: int = tiling.DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
@@ -60,31 +60,30 @@ def self_knn(
     dev, cdt = points.original.device, points.dtype
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
-    side = max(1, int(math.isqrt(max(1, block_bytes // (points.centre.element_size() * tiling.TILE_TEMPORARIES)))))
-    # diagonal tiles are computed whole, so the saved share of the GEMM is 1/2 - 1/(2 blocks):
-    # at least SELF_BLOCKS blocks (56% of the full work with 8, 67% with 3; more blocks add
-    # per-tile overhead: 16 and 32 measured slower at 10,000 x 2,048), tiles of >= 512 rows
-    side = min(side, max(512, -(-n // SELF_BLOCKS)))
-    if shard is not None:  # enough tiles (about 4 per rank or more) for an even split
-        side = min(side, max(1, -(-n // (3 * shard.world))))
-    buf = tiling.buffer(min(side, n) ** 2, points)
+    side = min_side(points.dim, tiling.gemm_dtype(points), dev, n * n * points.dim)
+    height, width = tiling.self_shape(n, points.centre.element_size(), block_bytes, side, shard.world if shard else 1)
+    buf = tiling.buffer(height * width, points)
+    offset = pass_offset(points, points)
     number = -1
-    for i0 in range(0, n, side):
-        rows = slice(i0, min(i0 + side, n))
-        a_blk, a_sq = None, points.sq_norms[rows, None]
-        for j0 in range(i0, n, side):
+    for i0 in range(0, n, height):
+        rows = slice(i0, min(i0 + height, n))
+        n_rows, a_blk, a_sq = rows.stop - i0, None, points.sq_norms[rows, None]
+        for j0, j1 in tiling.strip_chunks(i0, n, height, width):
             number += 1
             if shard is not None and not shard.owns(number):
                 continue
             a_blk = points.left(rows) if a_blk is None else a_blk
-            cols = slice(j0, min(j0 + side, n))
-            b_blk = points.right(cols) if points.screened is not None or j0 != i0 else a_blk
-            sq = tiling.sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols], pass_offset(points, points))
+            cols = slice(j0, j1)
+            same = points.screened is None and (j0, j1) == (i0, rows.stop)
+            b_blk = a_blk if same else points.right(cols)
+            sq = tiling.sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols], offset)
             if j0 == i0:
-                sq.fill_diagonal_(math.inf)
+                sq.diagonal().fill_(math.inf)
             merge_tile(vals, idx, rows, sq, 1, j0, t)
             if j0 != i0:
                 merge_tile(vals, idx, cols, sq, 0, i0, t)
+            elif j1 > rows.stop:  # the diagonal square is merged along its rows only
+                merge_tile(vals, idx, slice(rows.stop, j1), sq[:, n_rows:], 0, i0, t)
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
     refined = refine_topk(

@@ -1,10 +1,13 @@
 """Tile planning and the tile GEMM: squared distances of two point sets, block by block.
 
-Stage: above :mod:`.points` (may call :mod:`.points`, :mod:`.screen`, :mod:`.shard`). One
+Stage: above :mod:`.points` (may call :mod:`.points`, :mod:`.screen`, :mod:`.shapes`, :mod:`.shard`). One
 tile is ``||a||^2 + ||b||^2 - 2 a.b`` (one GEMM on centred rows, clamped at 0) or one
 bfloat16 screen GEMM (:func:`.screen.screen_tile`); no ``N x M`` matrix ever exists: the
-tile shape follows a memory budget (:data:`DEFAULT_BLOCK_BYTES`), and one buffer serves every
-tile of a pass. :func:`tile_progress` reports each computed tile (progress bars).
+tile shape follows a memory budget (:data:`DEFAULT_BLOCK_BYTES`) and the machine's GEMM (the
+smallest efficient tile side, :func:`.shapes.min_side`), and one buffer serves every tile of a
+pass. :func:`block_shape` plans the cross pass's tiles, :func:`self_shape` and
+:func:`strip_chunks` the self pass's (row strips of a few wide tiles on and above the
+diagonal). :func:`tile_progress` reports each computed tile (progress bars).
 
 Example:
     >>> import torch
@@ -17,20 +20,26 @@ Example:
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.points import PointSet, pass_offset
 from lightning_prd.functional.knn.screen import screen_tile
+from lightning_prd.functional.knn.shapes import DEFAULT_MIN_SIDE, min_side
 from lightning_prd.functional.knn.shard import Shard
 
 #: Default memory budget, in bytes, for one distance tile and its temporaries.
 DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Number of temporaries of tile size alive at once (distance tile, masks, ratios).
 TILE_TEMPORARIES = 6
+#: Widest cross-pass tile (columns).
+MAX_COLS = 8192
+#: Minimum number of row strips of a self pass (tiles on and above the diagonal only).
+SELF_BLOCKS = 8
 #: Called once per computed tile when set (see :func:`tile_progress`).
 _ON_TILE: Optional[Callable[[], None]] = None
 
@@ -56,12 +65,83 @@ def tile_progress(callback: Callable[[], None]) -> Iterator[None]:
         _ON_TILE = previous
 
 
-def block_shape(n_rows: int, n_cols: int, itemsize: int, block_bytes: int) -> Tuple[int, int]:
-    """Rows and columns of a tile so that ``TILE_TEMPORARIES`` tiles fit ``block_bytes``."""
-    elements = max(1, block_bytes // (itemsize * TILE_TEMPORARIES))
-    cols = max(1, min(n_cols, 8192, elements))
-    rows = max(1, min(n_rows, elements // cols))
-    return rows, cols
+def _budget(itemsize: int, block_bytes: int) -> int:
+    """Elements of one tile so that ``TILE_TEMPORARIES`` tiles fit ``block_bytes``."""
+    return max(1, block_bytes // (itemsize * TILE_TEMPORARIES))
+
+
+def even(n: int, size: int) -> int:
+    """The size of equal blocks, at most ``size``, that cover ``n`` in as few blocks as ``size``
+    does (no thin last block: 10,000 by at most 8,192 gives two blocks of 5,000).
+
+    Example:
+        >>> even(10000, 8192), even(10000, 2236), even(7, 100)
+        (5000, 2000, 7)
+    """
+    size = max(1, min(n, size))
+    return -(-n // -(-n // size))
+
+
+def block_shape(
+    n_rows: int, n_cols: int, itemsize: int, block_bytes: int, side: int = DEFAULT_MIN_SIDE
+) -> Tuple[int, int]:
+    """Rows and columns of a cross-pass tile: ``TILE_TEMPORARIES`` tiles fit ``block_bytes``,
+    at most :data:`MAX_COLS` columns, rows at least ``side`` (the smallest efficient GEMM side)
+    where the budget allows, both split evenly.
+
+    Example:
+        >>> block_shape(10000, 10000, 4, 256 * 2**20)
+        (2000, 5000)
+    """
+    elements = _budget(itemsize, block_bytes)
+    cols = min(n_cols, MAX_COLS, elements)
+    if n_rows * cols > elements:  # the budget limits the rows: keep them >= side where it can
+        cols = min(cols, max(1, elements // min(n_rows, side)))
+    cols = even(n_cols, cols)
+    return even(n_rows, elements // cols), cols
+
+
+def self_shape(n: int, itemsize: int, block_bytes: int, side: int = DEFAULT_MIN_SIDE, parts: int = 1) -> Tuple[int, int]:
+    """Height of the row strips of a self pass and the widest tile of a strip.
+
+    The diagonal tiles are computed whole, so the GEMM work is ``(b + 1) / 2b`` of the full
+    square for ``b`` strips: at least :data:`SELF_BLOCKS` strips (56% with 8) of at least
+    :data:`.shapes.DEFAULT_MIN_SIDE` rows. Where squares of that height are efficient GEMMs
+    (``height >= side``, the machine's smallest efficient side), the tiles are those squares
+    (small tiles stay in cache for the reductions that follow). Where they are not, each strip
+    is computed as a few wide tiles of up to the width returned (at least twice the height,
+    within the budget): efficient GEMMs with the same work. With ``parts`` > 1 (a DDP split) the
+    tiles are squares, about three per process or more, so that the round-robin split is even.
+
+    Example:
+        >>> self_shape(10000, 4, 256 * 2**20, side=512), self_shape(10000, 4, 256 * 2**20, side=2048)
+        ((1250, 1250), (1250, 8947))
+    """
+    elements = _budget(itemsize, block_bytes)
+    want = max(DEFAULT_MIN_SIDE, -(-n // SELF_BLOCKS))
+    if parts > 1 or want >= min(side, n):
+        h = min(max(1, math.isqrt(elements)), want)
+        if parts > 1:
+            h = min(h, max(1, -(-n // (3 * parts))))
+        h = even(n, h)
+        return h, h
+    h = even(n, min(max(1, math.isqrt(elements // 2)), want))
+    return h, min(n, max(h, elements // h))
+
+
+def strip_chunks(i0: int, n: int, height: int, width: int) -> List[Tuple[int, int]]:
+    """Column ranges ``[j0, j1)`` of the tiles of the strip whose rows start at ``i0``: the
+    columns ``i0 .. n`` split evenly into tiles of at most ``width``; the first holds the
+    diagonal square. With ``width < 2 height``, squares of side ``height``.
+
+    Example:
+        >>> strip_chunks(0, 10, 3, 6), strip_chunks(3, 10, 3, 3)
+        ([(0, 5), (5, 10)], [(3, 6), (6, 9), (9, 10)])
+    """
+    if width < 2 * height:
+        return [(j0, min(j0 + height, n)) for j0 in range(i0, n, height)]
+    w = even(n - i0, width)
+    return [(j0, min(j0 + w, n)) for j0 in range(i0, n, w)]
 
 
 def buffer(elements: int, points: PointSet) -> Tuple[Tensor, Optional[Tensor]]:
@@ -70,6 +150,11 @@ def buffer(elements: int, points: PointSet) -> Tuple[Tensor, Optional[Tensor]]:
     dev = points.original.device
     low = torch.empty(elements, dtype=torch.bfloat16, device=dev) if points.screened is not None else None
     return torch.empty(elements, dtype=points.dtype, device=dev), low
+
+
+def gemm_dtype(points: PointSet) -> torch.dtype:
+    """The dtype of the tile GEMMs of ``points``: bfloat16 when screened, else the compute dtype."""
+    return torch.bfloat16 if points.screened is not None else points.dtype
 
 
 def sq_tile(
@@ -96,9 +181,10 @@ def tiles(
     """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks (only this
     process's tiles when ``shard`` is given)."""
     number = -1
-    rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes)
+    side = min_side(a.dim, gemm_dtype(a), a.original.device, len(a) * len(b) * a.dim)
+    rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes, side)
     if shard is not None:  # enough row blocks (4 per rank) for an even split
-        rows = min(rows, max(1, -(-len(a) // (4 * shard.world))))
+        rows = even(len(a), min(rows, max(1, -(-len(a) // (4 * shard.world)))))
     b_blocks = [b.right(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
     buf = buffer(min(rows, len(a)) * min(cols, len(b)), a)
     for i0 in range(0, len(a), rows):
