@@ -18,8 +18,9 @@ import time
 
 import torch
 
-from bench_knn import _reset_peak, _rss_kib, cpu_features, ours
 from lightning_prd.functional.knn import shapes
+
+from bench_knn import _reset_peak, _rss_kib, cpu_features, ours
 
 
 def main(argv=None) -> None:

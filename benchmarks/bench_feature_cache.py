@@ -57,11 +57,24 @@ class Generator(pl.LightningModule):
 
 
 def run(real, args, cache_dir):
-    cb = Timed(real, feature_extractor=RandomConvNet(num_features=args.features, size=args.net_size),
-               num_samples=args.fake, batch_size=512, cache_dir=cache_dir, log_curves=False,
-               metric={"prd": False, "alpha_beta": False})
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[cb])
+    cb = Timed(
+        real,
+        feature_extractor=RandomConvNet(num_features=args.features, size=args.net_size),
+        num_samples=args.fake,
+        batch_size=512,
+        cache_dir=cache_dir,
+        log_curves=False,
+        metric={"prd": False, "alpha_beta": False},
+    )
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[cb],
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(Generator(args.image))
@@ -88,8 +101,10 @@ def main(argv=None) -> None:
             rows["cache"].append(run(real, args, folder))
     plain, cached = rows["no cache"][0][1], rows["cache"][0][1]
     same = all(plain[k] == cached[k] for k in plain)
-    print(f"{args.n:,} real images 3x{args.image}x{args.image}, RandomConvNet at {args.net_size}, "
-          f"{args.fake:,} generated, {args.repeats} repeats; scores equal with and without the cache: {same}")
+    print(
+        f"{args.n:,} real images 3x{args.image}x{args.image}, RandomConvNet at {args.net_size}, "
+        f"{args.fake:,} generated, {args.repeats} repeats; scores equal with and without the cache: {same}"
+    )
     print("| second run, first evaluation | median s | all s |")
     print("|---|---|---|")
     for name, values in rows.items():

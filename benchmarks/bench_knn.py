@@ -64,7 +64,10 @@ def cpu_features() -> str:
                     flags = set(value.split())
     except OSError:
         pass
-    has = lambda *names: "yes" if any(n in flags for n in names) else ("no" if flags else "?")
+
+    def has(*names: str) -> str:
+        return "yes" if any(n in flags for n in names) else ("no" if flags else "?")
+
     env = ", ".join(f"{k}={os.environ[k]}" for k in ENV_KEYS if k in os.environ) or "none set"
     return (
         f"{model}; AVX2 {has('avx2')}, AVX-512F {has('avx512f')}, AVX512-BF16 {has('avx512_bf16')}, "
@@ -110,8 +113,16 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
 
 def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
     return knn_pass(
-        real, fake, member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest="fake", extra_real_ks=[1],
-        fake_values=fake_centre_distance(fake), value_ks=[5], real_cache=cache,
+        real,
+        fake,
+        member_ks=[3, 5],
+        recall_ks=[3],
+        realism_k=3,
+        nearest="fake",
+        extra_real_ks=[1],
+        fake_values=fake_centre_distance(fake),
+        value_ks=[5],
+        real_cache=cache,
     )
 
 
@@ -120,7 +131,12 @@ def cdist_full(real: torch.Tensor, fake: torch.Tensor, k: int = 5) -> None:
     r_fake = torch.cdist(fake, fake).kthvalue(k + 1, dim=1).values
     d = torch.cdist(real, fake)
     member = d <= r_real[:, None]
-    _ = (member.any(0).float().mean(), (d <= r_fake[None, :]).any(1).float().mean(), member.sum() / (k * len(fake)), member.any(1).float().mean())
+    _ = (
+        member.any(0).float().mean(),
+        (d <= r_fake[None, :]).any(1).float().mean(),
+        member.sum() / (k * len(fake)),
+        member.any(1).float().mean(),
+    )
 
 
 def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[float]]]:
@@ -155,6 +171,23 @@ def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[fl
     return rows
 
 
+def _row(n: int, dim: int, r: Dict[str, Tuple[float, Optional[float]]]) -> str:
+    """One markdown row of the timing table."""
+
+    def fmt(key: str, i: int = 0) -> str:
+        value = r[key][i] if key in r else None
+        return f"{value:.2f}" if value is not None else "-"
+
+    def ratio(a: str, b: str) -> str:
+        return f"{r[a][0] / r[b][0]:.2f}x" if a in r and b in r else "-"
+
+    return (
+        f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
+        f"{ratio('ours_cached', 'ours')} | {fmt('f32')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | "
+        f"{fmt('cdist')} | {fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |"
+    )
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["2000x256", "5000x1024", "10000x2048"], help="NxD, N = M")
@@ -164,21 +197,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     print(cpu_features())
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32; bfloat16 screen "
-        + (f"on for sets of >= {SCREEN_MIN_ROWS:,} rows and >= {SCREEN_MIN_ELEMENTS:.0e} elements\n" if big else "off\n")
+        + (
+            f"on for sets of >= {SCREEN_MIN_ROWS:,} rows and >= {SCREEN_MIN_ELEMENTS:.0e} elements\n"
+            if big
+            else "off\n"
+        )
     )
-    print("| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | f32 tiles s | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |")
+    print(
+        "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | f32 tiles s | prdc s | "
+        "prdc/ours | cdist s | peak GiB ours / prdc / cdist |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         r = run(n, dim, args.skip)
-        fmt = lambda key, i=0: f"{r[key][i]:.2f}" if key in r and r[key][i] is not None else "-"
-        ratio = lambda a, b: f"{r[a][0] / r[b][0]:.2f}x" if a in r and b in r else "-"
-        print(
-            f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
-            f"{ratio('ours_cached', 'ours')} | {fmt('f32')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | {fmt('cdist')} | "
-            f"{fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |",
-            flush=True,
-        )
+        print(_row(n, dim, r), flush=True)
     probed = ", ".join(f"{dt} depth {depth}: {side}" for (_, dt, depth), side in shapes._CACHE.items())
     print(f"\nsmallest efficient tile side (GEMM probe): {probed or f'not probed (rule, {shapes.DEFAULT_MIN_SIDE})'}")
 

@@ -94,12 +94,16 @@ def main() -> None:
             best[name] = min(best[name], seconds)
             scores[name] = [float(v) for v in prd_f_beta(*curves)]
 
-    print(f"PRD curve, {args.n:,} real + {args.n:,} fake x {args.dim:,} float32 ({args.modes} modes), "
-          f"{NUM_CLUSTERS} clusters, {NUM_RUNS} runs, {NUM_ANGLES} angles, torch threads {torch.get_num_threads()}\n")
+    print(
+        f"PRD curve, {args.n:,} real + {args.n:,} fake x {args.dim:,} float32 ({args.modes} modes), "
+        f"{NUM_CLUSTERS} clusters, {NUM_RUNS} runs, {NUM_ANGLES} angles, torch threads {torch.get_num_threads()}\n"
+    )
     print("| method | seconds | vs sklearn | F_8 | F_1/8 |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for name, label in (("ours", "lightning_prd `prd_curve` (torch k-means)"),
-                        ("sklearn", "MiniBatchKMeans(n_init=10) x 10 + histograms")):
+    for name, label in (
+        ("ours", "lightning_prd `prd_curve` (torch k-means)"),
+        ("sklearn", "MiniBatchKMeans(n_init=10) x 10 + histograms"),
+    ):
         f_8, f_inv = scores[name]
         print(f"| {label} | {best[name]:.2f} | {best[name] / best['sklearn']:.2f}x | {f_8:.3f} | {f_inv:.3f} |")
 

@@ -60,9 +60,12 @@ def ring(n: int, *, seed: int, modes: Optional[List[int]] = None) -> Tensor:
 
 def mlp(inp: int, out: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(
-        nn.Linear(inp, hidden), nn.LeakyReLU(0.2),
-        nn.Linear(hidden, hidden), nn.LeakyReLU(0.2),
-        nn.Linear(hidden, hidden), nn.LeakyReLU(0.2),
+        nn.Linear(inp, hidden),
+        nn.LeakyReLU(0.2),
+        nn.Linear(hidden, hidden),
+        nn.LeakyReLU(0.2),
+        nn.Linear(hidden, hidden),
+        nn.LeakyReLU(0.2),
         nn.Linear(hidden, out),
     )
 
@@ -122,10 +125,14 @@ class ScoreTable(pl.Callback):
         cols = [c for c in EPOCH_COLUMNS if any(c in row for row in self.prd.history)]
         if self.printed == 0 and self.prd.history:
             print(f"{'epoch':>5} " + " ".join(f"{c:>9}" for c in cols) + f" {'loss/d':>8} {'loss/g':>8}")
-        for row in self.prd.history[self.printed:]:
+        for row in self.prd.history[self.printed :]:
             losses = [float(trainer.callback_metrics.get(k, float("nan"))) for k in ("loss/d", "loss/g")]
-            print(f"{row['epoch']:>5} " + " ".join(f"{row.get(c, float('nan')):>{max(len(c), 9)}.4f}" for c in cols)
-                  + f" {losses[0]:>8.3f} {losses[1]:>8.3f}", flush=True)
+            print(
+                f"{row['epoch']:>5} "
+                + " ".join(f"{row.get(c, float('nan')):>{max(len(c), 9)}.4f}" for c in cols)
+                + f" {losses[0]:>8.3f} {losses[1]:>8.3f}",
+                flush=True,
+            )
         self.printed = len(self.prd.history)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -156,26 +163,37 @@ def frechet_blind_spot(history: List[Dict[str, float]], gap: float = 0.2) -> str
     rows = [h for h in history if "frechet_distance" in h and "precision" in h]
     if not rows:
         return ""
-    pairs = [(b["precision"] - a["precision"], a, b) for a in rows for b in rows
-             if a["frechet_distance"] < b["frechet_distance"] and b["precision"] - a["precision"] >= gap]
+    pairs = [
+        (b["precision"] - a["precision"], a, b)
+        for a in rows
+        for b in rows
+        if a["frechet_distance"] < b["frechet_distance"] and b["precision"] - a["precision"] >= gap
+    ]
     if pairs:
         _, a, b = max(pairs, key=lambda t: t[0])
-        return (f"  Fréchet blind spot: epoch {a['epoch']} has a lower Fréchet distance than epoch {b['epoch']} "
-                f"({a['frechet_distance']:.4f} vs {b['frechet_distance']:.4f}) but precision {a['precision']:.3f} vs "
-                f"{b['precision']:.3f}:\n  FID ranks epoch {a['epoch']} better although fewer of its samples lie "
-                "near real data")
+        return (
+            f"  Fréchet blind spot: epoch {a['epoch']} has a lower Fréchet distance than epoch {b['epoch']} "
+            f"({a['frechet_distance']:.4f} vs {b['frechet_distance']:.4f}) but precision {a['precision']:.3f} vs "
+            f"{b['precision']:.3f}:\n  FID ranks epoch {a['epoch']} better although fewer of its samples lie "
+            "near real data"
+        )
     low = min(rows, key=lambda h: h["frechet_distance"])
     first = rows[0]
     if low["precision"] < 0.5 and low is not first:
-        return (f"  Fréchet blind spot: the run's lowest Fréchet distance, {low['frechet_distance']:.4f} at epoch "
-                f"{low['epoch']} (epoch {first['epoch']}: {first['frechet_distance']:.4f}), comes with precision "
-                f"{low['precision']:.3f}:\n  most of that epoch's samples lie outside every real sample's k-NN ball")
-    return (f"  no epoch had a lower Fréchet distance than another and a precision lower by {gap} or more, "
-            "and the lowest Fréchet distance came with precision 0.5 or more")
+        return (
+            f"  Fréchet blind spot: the run's lowest Fréchet distance, {low['frechet_distance']:.4f} at epoch "
+            f"{low['epoch']} (epoch {first['epoch']}: {first['frechet_distance']:.4f}), comes with precision "
+            f"{low['precision']:.3f}:\n  most of that epoch's samples lie outside every real sample's k-NN ball"
+        )
+    return (
+        f"  no epoch had a lower Fréchet distance than another and a precision lower by {gap} or more, "
+        "and the lowest Fréchet distance came with precision 0.5 or more"
+    )
 
 
 def knob_conclusions(trade: Dict[str, Dict[str, float]], scales=SCALES, base: float = 1.0) -> List[str]:
     """What the sweep's printed values show: the best value of each score, and how both move from ``base``."""
+
     def at(s: float, k: str) -> float:
         return trade[f"latent scale {s:g}"][k]
 
@@ -186,8 +204,10 @@ def knob_conclusions(trade: Dict[str, Dict[str, float]], scales=SCALES, base: fl
 
     lines = [f"  -> {best('precision')}, {best('recall')}"]
     for end in (min(scales), max(scales)):
-        moves = {k: "rises" if at(end, k) > at(base, k) else "falls" if at(end, k) < at(base, k) else "stays"
-                 for k in ("precision", "recall")}
+        moves = {
+            k: "rises" if at(end, k) > at(base, k) else "falls" if at(end, k) < at(base, k) else "stays"
+            for k in ("precision", "recall")
+        }
         if moves["precision"] == moves["recall"]:
             verdict = f"both {moves['precision'][:-1]}"
         elif "stays" in moves.values():
@@ -238,6 +258,7 @@ def print_table(title: str, rows: Dict[str, Dict[str, float]], keys: Optional[Li
 def run_name(logdir: str, given: Optional[str], default: str) -> str:
     """The run's name below ``logdir``: ``given`` (refused when it already holds a run), else ``default``
     with a suffix ``-2``, ``-3``, ... when that one is taken."""
+
     def taken(n: str) -> bool:
         path = os.path.join(logdir, n)
         return os.path.isdir(path) and bool(os.listdir(path))
@@ -248,8 +269,10 @@ def run_name(logdir: str, given: Optional[str], default: str) -> str:
                 f"Expected argument `--name` to be a relative path like gan_ring/baseline, but got {given!r}"
             )
         if taken(given):
-            raise ValueError(f"Expected argument `--name` to name a new run, but {os.path.join(logdir, given)} "
-                             "already holds one (choose another --name or delete it)")
+            raise ValueError(
+                f"Expected argument `--name` to name a new run, but {os.path.join(logdir, given)} "
+                "already holds one (choose another --name or delete it)"
+            )
         return given.strip("/")
     candidate, i = default, 1
     while taken(candidate):
@@ -264,8 +287,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     parser.add_argument("--fast", action="store_true", help="a few seconds: 2 short epochs, small sample sets")
     parser.add_argument("--logdir", default="runs", help="TensorBoard root directory (default: runs)")
     parser.add_argument("--seed", type=int, default=0, help="seed of everything (default 0)")
-    parser.add_argument("--name", help="the run's directory below --logdir, e.g. gan_ring/baseline (default: "
-                        "gan_ring/seed<S>_epochs<E>, with _fast for --fast; a suffix -2, -3, ... when taken)")
+    parser.add_argument(
+        "--name",
+        help="the run's directory below --logdir, e.g. gan_ring/baseline (default: "
+        "gan_ring/seed<S>_epochs<E>, with _fast for --fast; a suffix -2, -3, ... when taken)",
+    )
     args = parser.parse_args(argv)
     if args.epochs < 1:
         raise ValueError(f"Expected argument `--epochs` to be a positive integer, but got {args.epochs}")
@@ -278,17 +304,28 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*LeafSpec.*")
 
-    train = DataLoader(TensorDataset(ring(steps * 256, seed=args.seed + 1)), batch_size=256, shuffle=True,
-                       generator=torch.Generator().manual_seed(args.seed))
+    train = DataLoader(
+        TensorDataset(ring(steps * 256, seed=args.seed + 1)),
+        batch_size=256,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(args.seed),
+    )
     real_eval = ring(n_eval, seed=args.seed + 2)  # held-out real set for every evaluation
     model = RingGAN()
     prd = PRDCallback(real_eval, num_samples=n_eval, seed=args.seed)
     parent, _, version = name.rpartition("/")
     logger = TensorBoardLogger(args.logdir, name=parent, version=version, default_hp_metric=False)
     trainer = pl.Trainer(
-        max_epochs=epochs, accelerator="cpu", devices=1, logger=logger, callbacks=[prd, ScoreTable(prd)],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        deterministic=True, log_every_n_steps=10,
+        max_epochs=epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=logger,
+        callbacks=[prd, ScoreTable(prd)],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        deterministic=True,
+        log_every_n_steps=10,
     )
     start = time.time()
     print(f"Training a GAN on a ring of {MODES} Gaussians for {epochs} epochs of {steps} steps (CPU)\n")
@@ -309,8 +346,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
         }
         print_table("Scores on a fresh real sample (precision/density: fidelity; recall/coverage: diversity)", rows)
         # the knob sweep: one real side, the same noise for every value
-        sweep = sweep_knob(lambda s, n: model.sample(n, latent_scale=s), real_test, SCALES,
-                           num_samples=n_eval, seed=args.seed + 4)
+        sweep = sweep_knob(
+            lambda s, n: model.sample(n, latent_scale=s), real_test, SCALES, num_samples=n_eval, seed=args.seed + 4
+        )
         trade = {f"latent scale {r['value']:g}": {k: v for k, v in r.items() if k != "value"} for r in sweep.rows()}
         logger.experiment.add_figure(
             "samples/latent_scale_sweep", plot_sweep(sweep, knob="scale "), global_step=epochs - 1
@@ -335,10 +373,15 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
         )
     )
     word = {k: "higher" if bad[k] > gan[k] else "lower" if bad[k] < gan[k] else "the same" for k in gan}
-    print(f"  -> the collapsed sampler (2 of 8 modes by construction) scores {word['precision']} precision, "
-          f"{word['recall']} recall and {word['coverage']} coverage than the trained GAN")
-    print_table("Truncation-style knob: sample(n, latent_scale=s) draws z ~ s * N(0, I)", trade,
-                keys=[k for k in ("precision", "recall", "density", "coverage", "f_inv_beta", "f_beta") if k in gan])
+    print(
+        f"  -> the collapsed sampler (2 of 8 modes by construction) scores {word['precision']} precision, "
+        f"{word['recall']} recall and {word['coverage']} coverage than the trained GAN"
+    )
+    print_table(
+        "Truncation-style knob: sample(n, latent_scale=s) draws z ~ s * N(0, I)",
+        trade,
+        keys=[k for k in ("precision", "recall", "density", "coverage", "f_inv_beta", "f_beta") if k in gan],
+    )
     print("\n".join(knob_conclusions(trade)))
     if args.fast:
         print("\n(--fast: the GAN is barely trained; run without --fast for meaningful scores)")

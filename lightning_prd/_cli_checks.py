@@ -77,9 +77,7 @@ def reject_unknown_flags(build_parser: Callable[[], argparse.ArgumentParser], ar
         message = f"unrecognized arguments {', '.join(named(flag) for flag in unknown)}"
     report = build_parser()
     if command is not None:
-        report = next(
-            a.choices[command] for a in report._actions if isinstance(a, argparse._SubParsersAction)
-        )
+        report = next(a.choices[command] for a in report._actions if isinstance(a, argparse._SubParsersAction))
     report.error(message)
 
 

@@ -34,9 +34,6 @@ class _Unreadable(CLIError):
     """A feature file that is not what its extension says, or is truncated or corrupt."""
 
 
-
-
-
 def _subsample_rows(n: int, num_samples: Optional[int], seed: int) -> Optional[Tensor]:
     """Sorted indices of a seeded subsample without replacement, or None to keep every row."""
     if num_samples is None or n <= num_samples:

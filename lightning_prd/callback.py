@@ -252,8 +252,14 @@ class PRDCallbackCore:
                 feats: Iterable[Tensor] = (self._features(x, device) for x in self._real_chunks(rank, world))
             else:
                 feats = self.cache.real_features(
-                    self.feature_extractor, lambda: self._real_chunks(rank, world), lambda x: self._features(x, device),
-                    num_real=self.num_real, rank=rank, world=world, device=device, chunk_rows=self.batch_size,
+                    self.feature_extractor,
+                    lambda: self._real_chunks(rank, world),
+                    lambda x: self._features(x, device),
+                    num_real=self.num_real,
+                    rank=rank,
+                    world=world,
+                    device=device,
+                    chunk_rows=self.batch_size,
                 )
             for f in feats:
                 self.metric.update(f.to(device), real=True)
@@ -300,7 +306,8 @@ class PRDCallbackCore:
                 warnings.warn(
                     "PRDCallback(log_images=True): sample images are logged only for image samples [n, 1 or 3, H, W] "
                     "and a metric returning per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
-                    UserWarning, stacklevel=2,
+                    UserWarning,
+                    stacklevel=2,
                 )
             return
         mine = realism[: fakes.shape[0]]  # gathered order: rank 0's samples come first

@@ -249,6 +249,7 @@ def _version() -> str:
 
     return __version__
 
+
 # ---------------------------------------------------------------------------- scores
 class _Scorer:
     """Scores of generated sets against one real set, from one ``GenerativeMetrics`` pass per set;
@@ -262,7 +263,10 @@ class _Scorer:
         self.alpha_beta = not args.no_alpha_beta
         prd = dict(num_clusters=args.prd_clusters, num_runs=args.prd_runs, seed=args.seed, enforce_balance="subsample")
         self.metric = GenerativeMetrics(
-            k_precision_recall=args.k_pr, k_density_coverage=args.k_dc, frechet=True, reset_real_features=False,
+            k_precision_recall=args.k_pr,
+            k_density_coverage=args.k_dc,
+            frechet=True,
+            reset_real_features=False,
             prd=prd if self.prd else False,
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
         ).to(device)

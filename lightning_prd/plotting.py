@@ -163,16 +163,25 @@ def plot_trajectory(
         for i in shown:
             e, xi, yi = pts[i]
             below = i == 0 and len(pts) > 1 and math.dist(scaled[0], scaled[-1]) < 0.06  # first and last meet
-            ax.annotate(str(e), (xi, yi), textcoords="offset points", xytext=(-4, -10) if below else (4, 4),
-                        ha="right" if below else "left", fontsize=7)
+            ax.annotate(
+                str(e),
+                (xi, yi),
+                textcoords="offset points",
+                xytext=(-4, -10) if below else (4, 4),
+                ha="right" if below else "left",
+                fontsize=7,
+            )
         fig.colorbar(sc, ax=ax, label="epoch")
     ax.set(xlim=(0, 1.02), ylim=(0, 1.02 * top), xlabel=x, ylabel=y, title=title)
     ax.grid(alpha=0.3)
     return fig
 
 
-def plot_runs(runs: Mapping[str, Mapping[str, Sequence[Tuple[int, float]]]], *, panels: Sequence[str] = (
-        "precision", "recall", "density", "coverage")) -> Any:
+def plot_runs(
+    runs: Mapping[str, Mapping[str, Sequence[Tuple[int, float]]]],
+    *,
+    panels: Sequence[str] = ("precision", "recall", "density", "coverage"),
+) -> Any:
     """Several runs side by side: their precision–recall trajectories in one panel, each score over epochs.
 
     The left panel overlays the path of (recall, precision) over epochs of every run, its first

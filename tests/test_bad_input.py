@@ -137,9 +137,7 @@ def test_too_few_samples_for_the_other_functions():
 
 
 # (function, option, bad value, regex naming the option); the value's repr must appear too
-BAD_OPTIONS = [
-    (fn, "k", v, "`k`") for fn in _K_FUNCTIONS for v in (0, -2, 2.5, True, "3", None)
-] + [
+BAD_OPTIONS = [(fn, "k", v, "`k`") for fn in _K_FUNCTIONS for v in (0, -2, 2.5, True, "3", None)] + [
     ("prd_curve", "num_clusters", 0, "`num_clusters`"),
     ("prd_curve", "num_clusters", 2.0, "`num_clusters`"),
     ("prd_curve", "num_angles", 2, "`num_angles`"),

@@ -22,8 +22,11 @@ KEYS = {"prd/precision", "prd/recall", "prd/density", "prd/coverage", "prd/frech
 REAL = torch.randn(256, 2, generator=torch.Generator().manual_seed(0))
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*",
-    "ignore:.*callbacks used to create the checkpoint.*", "ignore:.*module\\(s\\) in eval mode.*",
+    "ignore:.*does not have many workers.*",
+    "ignore:.*smaller than the logging interval.*",
+    "ignore:.*LeafSpec.*",
+    "ignore:.*callbacks used to create the checkpoint.*",
+    "ignore:.*module\\(s\\) in eval mode.*",
 )
 
 
@@ -64,8 +67,13 @@ class TinyVal(Tiny):
 
 def trainer(tmp_path, **kw):
     opts = dict(
-        max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=str(tmp_path), num_sanity_val_steps=2,
+        max_epochs=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        num_sanity_val_steps=2,
     )
     opts.update(kw)
     return pl.Trainer(**opts)
@@ -129,10 +137,15 @@ class Probe(Callback):
         self.states = []
 
     def on_train_epoch_end(self, trainer, pl_module):
-        self.states.append((
-            torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate(),
-            pl_module.training, pl_module.frozen.training,
-        ))
+        self.states.append(
+            (
+                torch.get_rng_state(),
+                np.random.get_state()[1].copy(),
+                random.getstate(),
+                pl_module.training,
+                pl_module.frozen.training,
+            )
+        )
 
 
 def test_eval_mode_no_grad_restored_modes_and_untouched_rng(tmp_path):
@@ -326,8 +339,14 @@ def test_unified_lightning_package(tmp_path):
 
     cb = LPRDCallback(REAL, num_samples=64)
     assert isinstance(cb, L.Callback)
-    t = L.Trainer(max_epochs=2, logger=L.loggers.CSVLogger(tmp_path), callbacks=[cb], enable_checkpointing=False,
-                  enable_progress_bar=False, enable_model_summary=False)
+    t = L.Trainer(
+        max_epochs=2,
+        logger=L.loggers.CSVLogger(tmp_path),
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     t.fit(Gen(), DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4))
     assert [h["epoch"] for h in cb.history] == [0, 1]
     assert KEYS <= set(t.callback_metrics)
@@ -345,19 +364,24 @@ def test_gan_ring_example_fast(tmp_path):
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run(
         [sys.executable, os.path.join(root, "examples", "gan_ring.py"), "--fast", "--logdir", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["epoch", "precision", "recall"])
-    assert [line.split()[0] for line in lines[header + 1:header + 3]] == ["0", "1"]  # one row per epoch
+    assert [line.split()[0] for line in lines[header + 1 : header + 3]] == ["0", "1"]  # one row per epoch
     start = next(i for i, line in enumerate(lines) if line.startswith("Scores on a fresh real sample"))
     columns = lines[start + 1].split()
 
     def row(name):
         line = next(line for line in lines[start:] if line.startswith(name))
-        return dict(zip(columns, map(float, line[len(name):].split())))
+        return dict(zip(columns, map(float, line[len(name) :].split())))
 
     collapsed, reference = row("collapsed (2 of 8 modes)"), row("real data (2nd sample)")
     assert collapsed["precision"] > 0.8 and collapsed["recall"] < 0.4 and collapsed["coverage"] < 0.4

@@ -71,8 +71,14 @@ def _fit(tmp_path, name, real, **trainer_kwargs):
     out.mkdir()
     cb = PRDCallback(real, sample_fn=sample_fn, num_samples=N_FAKE, batch_size=N_FAKE)
     trainer = pl.Trainer(
-        max_epochs=EPOCHS, accelerator="cpu", logger=CSVLogger(tmp_path, name=name), callbacks=[cb, Dump(out)],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **trainer_kwargs,
+        max_epochs=EPOCHS,
+        accelerator="cpu",
+        logger=CSVLogger(tmp_path, name=name),
+        callbacks=[cb, Dump(out)],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **trainer_kwargs,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -135,9 +141,15 @@ def test_distributed_sampler_padding_is_left_out_under_ddp(tmp_path):
     out.mkdir()
     cb = PRDCallback(REAL, sample_fn=sample_fn, num_samples=N_FAKE, batch_size=N_FAKE)
     trainer = pl.Trainer(
-        max_epochs=EPOCHS, accelerator="cpu", logger=False, callbacks=[ShardedReal(cb), cb, Dump(out)],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        devices=2, strategy="ddp_spawn",
+        max_epochs=EPOCHS,
+        accelerator="cpu",
+        logger=False,
+        callbacks=[ShardedReal(cb), cb, Dump(out)],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        devices=2,
+        strategy="ddp_spawn",
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -34,8 +34,14 @@ def test_image_grids_and_histogram_reach_tensorboard(tmp_path):
     real = torch.cat([_images(60, 0.1, 10), _images(60, 0.8, 11)])  # two modes; the model makes one
     cb = PRDCallback(real, num_samples=120, log_images=True, num_images=8, metric={"prd": False, "alpha_beta": False})
     logger = TensorBoardLogger(str(tmp_path), name="imgs")
-    trainer = pl.Trainer(max_epochs=2, logger=logger, callbacks=[cb], enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        max_epochs=2,
+        logger=logger,
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         trainer.fit(ImageGAN())
@@ -59,8 +65,14 @@ def test_non_image_samples_warn_once(tmp_path):
             return torch.randn(n, 4)
 
     cb = PRDCallback(torch.randn(50, 4), num_samples=50, log_images=True, metric={"prd": False, "alpha_beta": False})
-    trainer = pl.Trainer(max_epochs=2, logger=TensorBoardLogger(str(tmp_path)), callbacks=[cb],
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        max_epochs=2,
+        logger=TensorBoardLogger(str(tmp_path)),
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with pytest.warns(UserWarning, match="log_images") as record:
         trainer.fit(Flat())
     assert sum("log_images" in str(w.message) for w in record) == 1

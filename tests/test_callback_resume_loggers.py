@@ -43,8 +43,13 @@ def _cb():
 
 
 def _fit(root, cb, max_epochs, loggers, ckpt_path=None, callbacks=()):
-    t = trainer(root, callbacks=[cb, *callbacks], max_epochs=max_epochs, logger=list(loggers),
-                enable_checkpointing=bool(callbacks))
+    t = trainer(
+        root,
+        callbacks=[cb, *callbacks],
+        max_epochs=max_epochs,
+        logger=list(loggers),
+        enable_checkpointing=bool(callbacks),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t.fit(Tiny(SCALES), ckpt_path=ckpt_path)
@@ -63,8 +68,14 @@ def _events(log_dir):
     acc.Reload()
     tags = acc.Tags()
     out = {t: [(e.step, round(e.value, 6)) for e in acc.Scalars(t)] for t in TAGS}
-    out["prd/prd_curve"] = [(e.step, bytes(e.tensor_proto.tensor_content) or tuple(e.tensor_proto.float_val))
-                            for e in acc.Tensors("prd/prd_curve")] if "prd/prd_curve" in tags["tensors"] else []
+    out["prd/prd_curve"] = (
+        [
+            (e.step, bytes(e.tensor_proto.tensor_content) or tuple(e.tensor_proto.float_val))
+            for e in acc.Tensors("prd/prd_curve")
+        ]
+        if "prd/prd_curve" in tags["tensors"]
+        else []
+    )
     out["prd/figures/trajectory"] = [(e.step, None) for e in acc.Images("prd/figures/trajectory")]
     return out
 
@@ -83,8 +94,14 @@ def _wandb(root, name, monkeypatch):
 
     save_dir = root / f"wandb_{name}"
     save_dir.mkdir(parents=True)
-    for key, value in dict(WANDB_MODE="offline", WANDB_DIR=str(save_dir), WANDB_SILENT="true", WANDB_CONSOLE="off",
-                           WANDB_DISABLE_GIT="true", WANDB_DISABLE_CODE="true").items():
+    for key, value in dict(
+        WANDB_MODE="offline",
+        WANDB_DIR=str(save_dir),
+        WANDB_SILENT="true",
+        WANDB_CONSOLE="off",
+        WANDB_DISABLE_GIT="true",
+        WANDB_DISABLE_CODE="true",
+    ).items():
         monkeypatch.setenv(key, value)
     return WandbLogger(save_dir=str(save_dir), offline=True, project="prd-resume", name=name)
 
@@ -175,11 +192,26 @@ with warnings.catch_warnings():
 
 def test_sigkilled_run_resumed_from_its_last_checkpoint(tmp_path, monkeypatch, straight):
     script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(CHILD.format(
-        root=os.path.dirname(HERE), tests=HERE, ckpt=str(tmp_path / "ckpt"), out=str(tmp_path), epochs=EPOCHS,
-        scales=SCALES)))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
+    script.write_text(
+        textwrap.dedent(
+            CHILD.format(
+                root=os.path.dirname(HERE),
+                tests=HERE,
+                ckpt=str(tmp_path / "ckpt"),
+                out=str(tmp_path),
+                epochs=EPOCHS,
+                scales=SCALES,
+            )
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     last = str(tmp_path / "ckpt" / "last.ckpt")
     saved = torch.load(last, weights_only=False)["callbacks"]["PRDCallback{'prefix': 'prd/'}"]

@@ -71,8 +71,15 @@ class ValProbe(pl.Callback):
 
 def _fit(tmp_path, module, cb, callbacks=(), **kw):
     probe = ValProbe()
-    opts = dict(max_epochs=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                enable_model_summary=False, default_root_dir=str(tmp_path), num_sanity_val_steps=2)
+    opts = dict(
+        max_epochs=6,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        num_sanity_val_steps=2,
+    )
     opts.update(kw)
     trainer = pl.Trainer(callbacks=[cb, probe, *callbacks], **opts)
     with warnings.catch_warnings():
@@ -92,24 +99,64 @@ def _scored(module):
 # (case id, module class, trainer options, every_n_epochs, validation runs (epoch, global step),
 #  expected (hook, epoch) per evaluation)
 SCHEDULES = [
-    ("val every 3 epochs, every_n=2", WithVal, dict(check_val_every_n_epoch=3), 2,
-     [(2, 6), (5, 12)], [(TRAIN_END, 1), (TRAIN_END, 3), (VAL_END, 5)]),
-    ("val every 3 epochs, every_n=1", WithVal, dict(check_val_every_n_epoch=3), 1,
-     [(2, 6), (5, 12)],
-     [(TRAIN_END, 0), (TRAIN_END, 1), (VAL_END, 2), (TRAIN_END, 3), (TRAIN_END, 4), (VAL_END, 5)]),
-    ("val every 2 epochs, every_n=3 (not dividing)", WithVal, dict(check_val_every_n_epoch=2), 3,
-     [(1, 4), (3, 8), (5, 12)], [(TRAIN_END, 2), (VAL_END, 5)]),
+    (
+        "val every 3 epochs, every_n=2",
+        WithVal,
+        dict(check_val_every_n_epoch=3),
+        2,
+        [(2, 6), (5, 12)],
+        [(TRAIN_END, 1), (TRAIN_END, 3), (VAL_END, 5)],
+    ),
+    (
+        "val every 3 epochs, every_n=1",
+        WithVal,
+        dict(check_val_every_n_epoch=3),
+        1,
+        [(2, 6), (5, 12)],
+        [(TRAIN_END, 0), (TRAIN_END, 1), (VAL_END, 2), (TRAIN_END, 3), (TRAIN_END, 4), (VAL_END, 5)],
+    ),
+    (
+        "val every 2 epochs, every_n=3 (not dividing)",
+        WithVal,
+        dict(check_val_every_n_epoch=2),
+        3,
+        [(1, 4), (3, 8), (5, 12)],
+        [(TRAIN_END, 2), (VAL_END, 5)],
+    ),
     # steps 3, 6, 9, 12 of 2-batch epochs: mid epoch 1, end of epoch 2, mid epoch 4, end of epoch 5
-    ("val every 3 steps across epochs", WithVal, dict(val_check_interval=3, check_val_every_n_epoch=None), 1,
-     [(1, 3), (2, 6), (4, 9), (5, 12)],
-     [(TRAIN_END, 0), (TRAIN_END, 1), (VAL_END, 2), (TRAIN_END, 3), (TRAIN_END, 4), (VAL_END, 5)]),
-    ("val twice per epoch (fraction)", WithVal, dict(val_check_interval=0.5, max_epochs=3), 1,
-     [(0, 1), (0, 2), (1, 3), (1, 4), (2, 5), (2, 6)], [(VAL_END, 0), (VAL_END, 1), (VAL_END, 2)]),
-    ("val every epoch, every_n=2", WithVal, dict(max_epochs=4), 2,
-     [(0, 2), (1, 4), (2, 6), (3, 8)], [(VAL_END, 1), (VAL_END, 3)]),
+    (
+        "val every 3 steps across epochs",
+        WithVal,
+        dict(val_check_interval=3, check_val_every_n_epoch=None),
+        1,
+        [(1, 3), (2, 6), (4, 9), (5, 12)],
+        [(TRAIN_END, 0), (TRAIN_END, 1), (VAL_END, 2), (TRAIN_END, 3), (TRAIN_END, 4), (VAL_END, 5)],
+    ),
+    (
+        "val twice per epoch (fraction)",
+        WithVal,
+        dict(val_check_interval=0.5, max_epochs=3),
+        1,
+        [(0, 1), (0, 2), (1, 3), (1, 4), (2, 5), (2, 6)],
+        [(VAL_END, 0), (VAL_END, 1), (VAL_END, 2)],
+    ),
+    (
+        "val every epoch, every_n=2",
+        WithVal,
+        dict(max_epochs=4),
+        2,
+        [(0, 2), (1, 4), (2, 6), (3, 8)],
+        [(VAL_END, 1), (VAL_END, 3)],
+    ),
     ("limit_val_batches=0", WithVal, dict(limit_val_batches=0, max_epochs=4), 2, [], [(TRAIN_END, 1), (TRAIN_END, 3)]),
-    ("no sanity check", WithVal, dict(num_sanity_val_steps=0, max_epochs=2), 1,
-     [(0, 2), (1, 4)], [(VAL_END, 0), (VAL_END, 1)]),
+    (
+        "no sanity check",
+        WithVal,
+        dict(num_sanity_val_steps=0, max_epochs=2),
+        1,
+        [(0, 2), (1, 4)],
+        [(VAL_END, 0), (VAL_END, 1)],
+    ),
     ("no validation loop", Module, dict(max_epochs=4), 2, [], [(TRAIN_END, 1), (TRAIN_END, 3)]),
 ]
 
@@ -137,8 +184,15 @@ CHECKPOINTED = [
 
 @pytest.mark.parametrize("case, cls, opts, every_n", CHECKPOINTED, ids=[c[0] for c in CHECKPOINTED])
 def test_model_checkpoint_sees_the_value_of_the_epoch_it_saves(tmp_path, case, cls, opts, every_n):
-    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="prd/coverage", mode="max", save_top_k=-1,
-                           filename="e{epoch}", auto_insert_metric_name=False, every_n_epochs=every_n)
+    ckpt = ModelCheckpoint(
+        dirpath=tmp_path / "ckpt",
+        monitor="prd/coverage",
+        mode="max",
+        save_top_k=-1,
+        filename="e{epoch}",
+        auto_insert_metric_name=False,
+        every_n_epochs=every_n,
+    )
     module, cb = cls(), _cb(every_n)
     _fit(tmp_path, module, cb, callbacks=[ckpt], enable_checkpointing=True, **opts)
     coverage = {h["epoch"]: h["coverage"] for h in cb.history}
@@ -164,28 +218,82 @@ class StopAtStep(pl.Callback):
 
 FINAL = [
     # case, module, trainer options, every_n, extra callbacks, expected (hook, epoch, final) per evaluation
-    ("max_steps mid-epoch, with validation", WithVal, dict(max_steps=5), 2, [],
-     [(VAL_END, 1, False), (TRAIN_END, 2, True)]),
-    ("max_steps mid-epoch on a due epoch", WithVal, dict(max_steps=5), 1, [],
-     [(VAL_END, 0, False), (VAL_END, 1, False), (TRAIN_END, 2, False)]),
-    ("max_epochs not a multiple, with validation", WithVal, dict(max_epochs=5), 2, [],
-     [(VAL_END, 1, False), (VAL_END, 3, False), (TRAIN_END, 4, True)]),
-    ("max_epochs not a multiple, no validation", Module, dict(max_epochs=3), 2, [],
-     [(TRAIN_END, 1, False), (TRAIN_END, 2, True)]),
+    (
+        "max_steps mid-epoch, with validation",
+        WithVal,
+        dict(max_steps=5),
+        2,
+        [],
+        [(VAL_END, 1, False), (TRAIN_END, 2, True)],
+    ),
+    (
+        "max_steps mid-epoch on a due epoch",
+        WithVal,
+        dict(max_steps=5),
+        1,
+        [],
+        [(VAL_END, 0, False), (VAL_END, 1, False), (TRAIN_END, 2, False)],
+    ),
+    (
+        "max_epochs not a multiple, with validation",
+        WithVal,
+        dict(max_epochs=5),
+        2,
+        [],
+        [(VAL_END, 1, False), (VAL_END, 3, False), (TRAIN_END, 4, True)],
+    ),
+    (
+        "max_epochs not a multiple, no validation",
+        Module,
+        dict(max_epochs=3),
+        2,
+        [],
+        [(TRAIN_END, 1, False), (TRAIN_END, 2, True)],
+    ),
     # EarlyStopping after validation: should_stop is known at on_train_epoch_end
-    ("early stopping at validation end", WithVal, dict(max_epochs=6), 3,
-     [lambda: EarlyStopping(monitor="flat_val", patience=0, check_on_train_epoch_end=False)], [(TRAIN_END, 1, True)]),
+    (
+        "early stopping at validation end",
+        WithVal,
+        dict(max_epochs=6),
+        3,
+        [lambda: EarlyStopping(monitor="flat_val", patience=0, check_on_train_epoch_end=False)],
+        [(TRAIN_END, 1, True)],
+    ),
     # EarlyStopping's default with validation every epoch checks at train-epoch end
-    ("early stopping, default check", WithVal, dict(max_epochs=6), 3,
-     [lambda: EarlyStopping(monitor="flat_val", patience=0)], [(FIT_END, 1, True)]),
+    (
+        "early stopping, default check",
+        WithVal,
+        dict(max_epochs=6),
+        3,
+        [lambda: EarlyStopping(monitor="flat_val", patience=0)],
+        [(FIT_END, 1, True)],
+    ),
     # EarlyStopping at train-epoch end runs after this callback: the final evaluation waits for on_train_end
-    ("early stopping at train epoch end", lambda: Module(log_constant=True), dict(max_epochs=6), 3,
-     [lambda: EarlyStopping(monitor="flat", patience=0, check_on_train_epoch_end=True)], [(FIT_END, 1, True)]),
+    (
+        "early stopping at train epoch end",
+        lambda: Module(log_constant=True),
+        dict(max_epochs=6),
+        3,
+        [lambda: EarlyStopping(monitor="flat", patience=0, check_on_train_epoch_end=True)],
+        [(FIT_END, 1, True)],
+    ),
     # should_stop mid-epoch: Lightning validates right away and ends the epoch
-    ("should_stop mid-epoch, due epoch", WithVal, dict(max_epochs=6), 1, [lambda: StopAtStep(3)],
-     [(VAL_END, 0, False), (VAL_END, 1, False)]),
-    ("should_stop mid-epoch, epoch not due", WithVal, dict(max_epochs=6), 3, [lambda: StopAtStep(3)],
-     [(TRAIN_END, 1, True)]),
+    (
+        "should_stop mid-epoch, due epoch",
+        WithVal,
+        dict(max_epochs=6),
+        1,
+        [lambda: StopAtStep(3)],
+        [(VAL_END, 0, False), (VAL_END, 1, False)],
+    ),
+    (
+        "should_stop mid-epoch, epoch not due",
+        WithVal,
+        dict(max_epochs=6),
+        3,
+        [lambda: StopAtStep(3)],
+        [(TRAIN_END, 1, True)],
+    ),
 ]
 
 

@@ -60,8 +60,15 @@ def _fit(tmp_path, name, extra=(), **kw):
     out = tmp_path / name
     out.mkdir()
     cb = PRDCallback(REAL, sample_fn=sample_fn, num_samples=N_FAKE, metric=METRIC, every_n_epochs=3)
-    t = pl.Trainer(accelerator="cpu", logger=False, callbacks=[cb, *[make() for make in extra], Dump(cb, out)],
-                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **kw)
+    t = pl.Trainer(
+        accelerator="cpu",
+        logger=False,
+        callbacks=[cb, *[make() for make in extra], Dump(cb, out)],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **kw,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t.fit(Module())

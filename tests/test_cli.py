@@ -548,7 +548,10 @@ BAD_FILES = {
     "corrupt .npz": ("c.npz", _flip_middle_byte(_npz(True, a=SMALL)), [], ["the file is truncated or corrupt"]),
     ".npz without arrays": ("zero.npz", _npz(), [], ["the .npz archive holds no arrays"]),
     ".npz without the key": (
-        "two.npz", _npz(a=SMALL, b=SMALL), ["{flag}-key", "nope"], ["no array named 'nope' (arrays: a, b)"]
+        "two.npz",
+        _npz(a=SMALL, b=SMALL),
+        ["{flag}-key", "nope"],
+        ["no array named 'nope' (arrays: a, b)"],
     ),
     ".npz first array not features": (
         "two.npz",
@@ -565,7 +568,10 @@ BAD_FILES = {
     ".pt list of strings": ("l.pt", _pt(["a", "b"]), [], ["expected a tensor", "the file holds a list"]),
     ".pt of a numpy array": ("n.pt", _pt(SMALL), [], ["not loaded for safety"]),
     ".pt dict without the key": (
-        "d.pt", _pt({"feats": torch.from_numpy(SMALL)}), ["{flag}-key", "nope"], ["no tensor named 'nope'"]
+        "d.pt",
+        _pt({"feats": torch.from_numpy(SMALL)}),
+        ["{flag}-key", "nope"],
+        ["no tensor named 'nope'"],
     ),
     ".pt dict first tensor a scalar": (
         "d.pt",
@@ -829,7 +835,9 @@ def test_new_image_inside_an_input_folder_is_refused(image_folders, capfd, monke
         target = str(tmp_path / f"imgs_{role}" / name)
         assert main([*argv, flag, target]) == 1
         _assert_one_line(
-            capfd.readouterr().err, "evaluate", f"{flag} {target}",
+            capfd.readouterr().err,
+            "evaluate",
+            f"{flag} {target}",
             f"refusing to write an image into the input folder --{'real' if role == 'r' else 'fake'}",
         )
         assert not os.path.exists(target)
@@ -968,8 +976,16 @@ def test_other_encodings_give_exactly_the_float32_scores(tmp_path, encoding, fla
 
 
 SCORES_ALL = (
-    "precision", "recall", "density", "coverage", "f_beta", "f_inv_beta",
-    "alpha_precision", "beta_recall", "authenticity", "frechet_distance",
+    "precision",
+    "recall",
+    "density",
+    "coverage",
+    "f_beta",
+    "f_inv_beta",
+    "alpha_precision",
+    "beta_recall",
+    "authenticity",
+    "frechet_distance",
 )
 
 

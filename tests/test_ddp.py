@@ -74,8 +74,17 @@ def test_ddp_equals_single_process(split, reset_real, ddp_results):
     ref_first, ref_second = _single()
     for per_rank in ddp_results:
         first, again, second = per_rank[(split, reset_real)]
-        for name in ("precision", "recall", "density", "coverage", "alpha_precision", "beta_recall",
-                     "authenticity", "f_beta", "f_inv_beta"):
+        for name in (
+            "precision",
+            "recall",
+            "density",
+            "coverage",
+            "alpha_precision",
+            "beta_recall",
+            "authenticity",
+            "f_beta",
+            "f_inv_beta",
+        ):
             assert float(first[name]) == float(ref_first[name]), (split, name)
             assert float(again[name]) == float(ref_first[name])
             assert float(second[name]) == float(ref_second[name]), (split, name)

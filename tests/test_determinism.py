@@ -42,7 +42,9 @@ from lightning_prd.functional._oneclass import train_oneclass
 from tiny_modules import TinyTrainable
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*",
+    "ignore:.*does not have many workers.*",
+    "ignore:.*smaller than the logging interval.*",
+    "ignore:.*LeafSpec.*",
 )
 
 G = torch.Generator().manual_seed(2024)
@@ -263,8 +265,14 @@ def _run(tmp_path, name, seed):
     cb = PRDCallback(CB_REAL, num_samples=96, batch_size=40, seed=seed, metric=dict(prd=PRD))
     logger = CSVLogger(tmp_path, name=name)
     trainer = pl.Trainer(
-        max_epochs=2, logger=logger, callbacks=[cb], enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=str(tmp_path), log_every_n_steps=1,
+        max_epochs=2,
+        logger=logger,
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        log_every_n_steps=1,
     )
     torch.manual_seed(seed + 100)  # a different global state in each run: it must not matter
     with warnings.catch_warnings():

@@ -138,10 +138,12 @@ def test_frechet_blind_spot_points_at_the_epochs_it_saw():
     assert "epoch 6 has a lower Fréchet distance than epoch 12 (0.0185 vs 0.0300)" in line
     assert "precision 0.025 vs 0.710" in line
     # no such pair (precision stays low), but the run's lowest Fréchet distance comes with precision 0.044
-    low = [{"epoch": 0, "precision": 0.0, "frechet_distance": 2.7132},
-           {"epoch": 6, "precision": 0.0249, "frechet_distance": 0.0185},
-           {"epoch": 11, "precision": 0.0441, "frechet_distance": 0.0115},
-           {"epoch": 14, "precision": 0.1421, "frechet_distance": 0.0173}]
+    low = [
+        {"epoch": 0, "precision": 0.0, "frechet_distance": 2.7132},
+        {"epoch": 6, "precision": 0.0249, "frechet_distance": 0.0185},
+        {"epoch": 11, "precision": 0.0441, "frechet_distance": 0.0115},
+        {"epoch": 14, "precision": 0.1421, "frechet_distance": 0.0173},
+    ]
     line = example.frechet_blind_spot(low)
     assert "lowest Fréchet distance, 0.0115 at epoch 11 (epoch 0: 2.7132), comes with precision 0.044" in line
     agreeing = [{"epoch": e, "precision": 0.5 + 0.1 * e, "frechet_distance": 1.0 / (e + 1)} for e in range(5)]

@@ -25,8 +25,10 @@ REAL = torch.randn(70, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 0.8 * torch.randn(50, 3, generator=torch.Generator().manual_seed(1)) + 0.2
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*",
-    "ignore:.*module\\(s\\) in eval mode.*", "ignore:.*LeafSpec.*",
+    "ignore:.*does not have many workers.*",
+    "ignore:.*smaller than the logging interval.*",
+    "ignore:.*module\\(s\\) in eval mode.*",
+    "ignore:.*LeafSpec.*",
 )
 
 
@@ -66,10 +68,24 @@ class Tiny(TinyTrainable):
 
 def fit(real=REAL, extractor=None, cache_dir=None, **options):
     extractor = Counting() if extractor is None else extractor
-    cb = PRDCallback(real, feature_extractor=extractor, num_samples=50, batch_size=16, cache_dir=cache_dir,
-                     log_curves=False, **options)
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[cb])
+    cb = PRDCallback(
+        real,
+        feature_extractor=extractor,
+        num_samples=50,
+        batch_size=16,
+        cache_dir=cache_dir,
+        log_curves=False,
+        **options,
+    )
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[cb],
+    )
     trainer.fit(Tiny())
     return cb.history[0], extractor.real_rows, cb
 
@@ -239,8 +255,11 @@ class DumpRank(pl.Callback):
         self.prd, self.folder = prd, str(folder)
 
     def on_train_end(self, trainer, pl_module):
-        info = {"scores": self.prd.history[0], "calls": self.prd.feature_extractor.real_rows,
-                "status": self.prd.cache.last_status}
+        info = {
+            "scores": self.prd.history[0],
+            "calls": self.prd.feature_extractor.real_rows,
+            "status": self.prd.cache.last_status,
+        }
         with open(f"{self.folder}/rank{trainer.global_rank}.json", "w") as fh:
             json.dump(info, fh)
 
@@ -263,9 +282,17 @@ def test_callback_under_ddp_reads_its_own_cache(tmp_path):
             cache_dir=tmp_path / "cache",
             log_curves=False,
         )
-        trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             callbacks=[cb, DumpRank(cb, out)])
+        trainer = pl.Trainer(
+            max_epochs=1,
+            accelerator="cpu",
+            devices=2,
+            strategy="ddp_spawn",
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[cb, DumpRank(cb, out)],
+        )
         trainer.fit(Tiny())
         for rank in (0, 1):
             info = json.loads((out / f"rank{rank}.json").read_text())

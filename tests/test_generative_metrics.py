@@ -53,7 +53,13 @@ def _count_calls(monkeypatch, name):
 def test_equals_the_separate_functions(n, m, d, k_pr, k_dc, dtype):
     real, fake = _data(n, m, d, dtype)
     out = generative_metrics(
-        real, fake, k_pr=k_pr, k_dc=k_dc, prd=PRD, alpha_beta=dict(num_alphas=9, k=k_dc), per_sample=True,
+        real,
+        fake,
+        k_pr=k_pr,
+        k_dc=k_dc,
+        prd=PRD,
+        alpha_beta=dict(num_alphas=9, k=k_dc),
+        per_sample=True,
         error_bars=3,
     )
     p, r = F.precision_recall(real, fake, k=k_pr)

@@ -71,8 +71,15 @@ def test_refinement_fixes_catastrophic_cancellation(rng):
 def test_block_size_independence(block_bytes, rng):
     real = torch.randn(150, 9, generator=rng)
     fake = torch.randn(130, 9, generator=rng) * 1.3
-    kw = dict(member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest=True, extra_real_ks=[1],
-              fake_values=fake.norm(dim=1), value_ks=[5])
+    kw = dict(
+        member_ks=[3, 5],
+        recall_ks=[3],
+        realism_k=3,
+        nearest=True,
+        extra_real_ks=[1],
+        fake_values=fake.norm(dim=1),
+        value_ks=[5],
+    )
     a = knn_pass(real, fake, block_bytes=block_bytes, **kw).cross
     b = knn_pass(real, fake, block_bytes=2**30, **kw).cross
     for k in (3, 5):
@@ -120,7 +127,9 @@ def test_collapsed_duplicates_take_no_slow_path(rng, monkeypatch):
     so no row needs the rigorous all-pairs fallback (it made the cost quadratic)."""
     calls = []
     orig = exact.exact_rows_topk
-    monkeypatch.setattr(exact, "exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args))
+    monkeypatch.setattr(
+        exact, "exact_rows_topk", lambda a, b, rows, *args: calls.append(len(rows)) or orig(a, b, rows, *args)
+    )
     real = torch.randn(300, 16, generator=rng)
     fake = real[:1].repeat(300, 1)
     p, r = precision_recall(real, fake, k=3)

@@ -80,8 +80,14 @@ class Tiny(TinyTrainable):
 def run(tmp_path, logger, **cb_kwargs):
     cb = PRDCallback(REAL, metric=CurveMetric(reset_real_features=False), num_samples=256, **cb_kwargs)
     trainer = pl.Trainer(
-        max_epochs=EPOCHS, logger=logger, callbacks=[cb], enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=str(tmp_path), log_every_n_steps=1,
+        max_epochs=EPOCHS,
+        logger=logger,
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        log_every_n_steps=1,
     )
     trainer.fit(Tiny())
     return trainer, cb
@@ -244,7 +250,10 @@ def test_only_global_rank_zero_writes():
             raise AssertionError("a non-zero rank wrote to a logger")
 
     trainer = types.SimpleNamespace(
-        current_epoch=0, is_global_zero=False, loggers=[Exploding()], callback_metrics={},
+        current_epoch=0,
+        is_global_zero=False,
+        loggers=[Exploding()],
+        callback_metrics={},
         strategy=types.SimpleNamespace(root_device=torch.device("cpu")),
     )
     cb = PRDCallback(REAL)
@@ -323,11 +332,11 @@ def _wandb_records(path):
         if left < 7:  # block trailer padding
             pos += left
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         pos += 7
         if pos + length > len(data):  # a record still being written
             return
-        buf += data[pos:pos + length]
+        buf += data[pos : pos + length]
         pos += length
         if kind in (1, 4):  # FULL or LAST chunk
             record = pb.Record()
@@ -352,8 +361,14 @@ def test_wandb_offline_run_directory(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     from pytorch_lightning.loggers import WandbLogger
 
-    for key, value in dict(WANDB_MODE="offline", WANDB_DIR=str(tmp_path), WANDB_SILENT="true",
-                           WANDB_CONSOLE="off", WANDB_DISABLE_GIT="true", WANDB_DISABLE_CODE="true").items():
+    for key, value in dict(
+        WANDB_MODE="offline",
+        WANDB_DIR=str(tmp_path),
+        WANDB_SILENT="true",
+        WANDB_CONSOLE="off",
+        WANDB_DISABLE_GIT="true",
+        WANDB_DISABLE_CODE="true",
+    ).items():
         monkeypatch.setenv(key, value)
     logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="prd-test")
     try:
@@ -379,8 +394,11 @@ def test_wandb_offline_run_directory(tmp_path, monkeypatch):
         records = _wait_for_exit_record(log_file)
     except Exception as err:  # noqa: BLE001 - the .wandb format is private to wandb
         pytest.skip(f"cannot parse this wandb version's .wandb file: {err}")
-    history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
-               for r in records if r.WhichOneof("record_type") == "history"]
+    history = [
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+        for r in records
+        if r.WhichOneof("record_type") == "history"
+    ]
     ours = [h for h in history if "prd/coverage" in h]
     assert [h["prd/epoch"] for h in ours] == list(range(EPOCHS))
     assert [h["prd/coverage"] for h in ours] == pytest.approx([h["coverage"] for h in cb.history], rel=1e-6)

@@ -109,8 +109,11 @@ def test_blocked_equals_dense(data, block_bytes):
 def test_minimum_sample_count_k_plus_one(k, rng):
     real = torch.randn(k + 1, 3, generator=rng, dtype=torch.float64)
     fake = torch.randn(k + 1, 3, generator=rng, dtype=torch.float64)
-    assert _scores(real, fake, k) == [float(v) for v in oracle.precision_recall(real.numpy(), fake.numpy(), k=k)
-                                      + oracle.density_coverage(real.numpy(), fake.numpy(), k=k)]
+    assert _scores(real, fake, k) == [
+        float(v)
+        for v in oracle.precision_recall(real.numpy(), fake.numpy(), k=k)
+        + oracle.density_coverage(real.numpy(), fake.numpy(), k=k)
+    ]
 
 
 # -- alpha/beta, authenticity, realism, PRD ---------------------------------------------------------
@@ -157,8 +160,12 @@ def test_realism_follows_its_samples_under_permutation(data, seed):
     np.testing.assert_allclose(base.numpy(), ref, rtol=1e-9, atol=0)
 
 
-@settings(max_examples=int(os.environ.get("LPRD_HYPOTHESIS_EXAMPLES", 10)), deadline=None,
-          derandomize="LPRD_HYPOTHESIS_EXAMPLES" not in os.environ, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("LPRD_HYPOTHESIS_EXAMPLES", 10)),
+    deadline=None,
+    derandomize="LPRD_HYPOTHESIS_EXAMPLES" not in os.environ,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(point_sets(), st.integers(1, 6), st.integers(0, 1000))
 def test_prd_curves_and_f_scores_in_range(data, num_clusters, seed):
     from lightning_prd.functional import prd_curve, prd_f_beta

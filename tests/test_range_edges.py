@@ -9,7 +9,6 @@ the same function on the float64 copies of the features (no float32 arithmetic a
 """
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
@@ -24,6 +23,8 @@ from lightning_prd.functional import (
 )
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional._validation import compute_dtype, float32_range_ok
+
+import oracle
 
 pytestmark = pytest.mark.usefixtures("both_tile_paths")
 

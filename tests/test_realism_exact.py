@@ -8,11 +8,12 @@ paths agree bit for bit.
 """
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
 from lightning_prd.functional._engine import knn_pass
+
+import oracle
 
 pytestmark = pytest.mark.usefixtures("both_tile_paths")
 

@@ -285,7 +285,9 @@ def test_width_rule_keeps_float32_tiles_for_tight_clusters(monkeypatch):
     tight = modes[torch.randint(0, 10, (600,), generator=g)] + 0.02 * torch.randn(600, 256, generator=g)
     gauss = torch.randn(600, 256, generator=g)
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")  # build the screen rows
-    sets = {name: points.prepare(x, x.double().mean(0), torch.float32) for name, x in (("tight", tight), ("gauss", gauss))}
+    sets = {
+        name: points.prepare(x, x.double().mean(0), torch.float32) for name, x in (("tight", tight), ("gauss", gauss))
+    }
     offsets = {name: points.estimate_offset(p, p, 5, True) for name, p in sets.items()}
     assert points.screen_pays(sets["tight"], sets["tight"], offsets["tight"])  # forced: whatever the width
     monkeypatch.delenv("LIGHTNING_PRD_SCREEN")

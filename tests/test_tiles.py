@@ -1,13 +1,14 @@
 """Tile planning: the GEMM probe, its override, the budget, and results independent of the shapes."""
 
 import numpy as np
-import oracle
 import pytest
 import torch
 
 from lightning_prd.functional import knn
 from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional.knn import shapes, tiling
+
+import oracle
 
 #: every test runs with the bfloat16 screen of the tiles on and off (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("both_tile_paths")
@@ -119,8 +120,16 @@ def test_every_score_independent_of_the_plan(monkeypatch, rng):
     real = torch.randn(160, 9, generator=rng)
     fake = torch.randn(140, 9, generator=rng) * 1.3
     fake[:5] = real[:5]  # copies: realism inf, nearest at 0
-    kw = dict(member_ks=[3, 5], recall_ks=[3], realism_k=3, nearest=True, extra_real_ks=[1],
-              fake_values=fake.norm(dim=1), value_ks=[5], block_bytes=4096)
+    kw = dict(
+        member_ks=[3, 5],
+        recall_ks=[3],
+        realism_k=3,
+        nearest=True,
+        extra_real_ks=[1],
+        fake_values=fake.norm(dim=1),
+        value_ks=[5],
+        block_bytes=4096,
+    )
     for module in (tiling, shapes):  # strips of a small set as thin as 16 rows
         monkeypatch.setattr(module, "DEFAULT_MIN_SIDE", 16)
     out = {}

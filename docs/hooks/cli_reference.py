@@ -63,11 +63,17 @@ def reference() -> str:
     parser = build_parser()
     parts = [f"## `{parser.prog}`", "", _help(parser), ""]
     if parser.epilog:
-        parts += ["## Inputs, scores and extractors", "", "Shared by every command:", "",
-                  "```text\n" + parser.epilog.rstrip() + "\n```", ""]
+        parts += [
+            "## Inputs, scores and extractors",
+            "",
+            "Shared by every command:",
+            "",
+            "```text\n" + parser.epilog.rstrip() + "\n```",
+            "",
+        ]
     for name, sub, summary in _subparsers(parser):
         parts += [f"## `{parser.prog} {name}`", "", f"{summary[:1].upper()}{summary[1:]}." if summary else "", ""]
-        parts += [_options_table(sub), "", "??? note \"Full `--help`\"", ""]
+        parts += [_options_table(sub), "", '??? note "Full `--help`"', ""]
         parts += ["    " + line if line else "" for line in _help(sub, epilog=sub.epilog != parser.epilog).split("\n")]
         parts.append("")
     return "\n".join(parts)

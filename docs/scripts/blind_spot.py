@@ -55,10 +55,13 @@ def main() -> None:
         ax.scatter(fake[:, 0], fake[:, 1], s=3, c="tab:red", alpha=0.5, lw=0, label=f"model N(0, {s:g}² I)")
         ax.set_title(f"{name}, s = {s:g}\nFréchet distance {v['fd']:.2f}", fontsize=10)
         ax.text(
-            0.03, 0.03,
+            0.03,
+            0.03,
             f"precision {v['precision']:.2f}   recall {v['recall']:.2f}\n"
             f"density {v['density']:.2f}   coverage {v['coverage']:.2f}",
-            transform=ax.transAxes, fontsize=8.5, family="monospace",
+            transform=ax.transAxes,
+            fontsize=8.5,
+            family="monospace",
             bbox=dict(boxstyle="round", fc="white", ec="0.8", alpha=0.9),
         )
         ax.set_xlim(-6, 6)
@@ -67,8 +70,10 @@ def main() -> None:
         ax.set_xticks([])
         ax.set_yticks([])
         ax.legend(loc="upper right", fontsize=7.5, markerscale=3, frameon=False)
-        print(f"| {name}, s = {s:g} | {v['fd']:.2f} | {v['precision']:.2f} | {v['recall']:.2f} "
-              f"| {v['density']:.2f} | {v['coverage']:.2f} |")
+        print(
+            f"| {name}, s = {s:g} | {v['fd']:.2f} | {v['precision']:.2f} | {v['recall']:.2f} "
+            f"| {v['density']:.2f} | {v['coverage']:.2f} |"
+        )
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=80, bbox_inches="tight")

@@ -123,8 +123,17 @@ def screenshot(chromium: str, url: str, out: Path, size: str) -> None:
     from PIL import Image
 
     raw = out.with_suffix(".raw.png")
-    cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           f"--window-size={size}", "--virtual-time-budget=20000", f"--screenshot={raw}", url]
+    cmd = [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={size}",
+        "--virtual-time-budget=20000",
+        f"--screenshot={raw}",
+        url,
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     Image.open(raw).convert("RGB").quantize(colors=128).save(out, optimize=True)
     raw.unlink()
@@ -156,7 +165,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     url = f"http://127.0.0.1:{port}"
     board = subprocess.Popen(
         [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_tensorboard(url)

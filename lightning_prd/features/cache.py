@@ -129,10 +129,15 @@ def extractor_identity(extractor: Any, name: Optional[str] = None) -> Dict[str, 
     contract = {
         k: _plain(getattr(module, k, None)) for k in ("num_features", "input_dtype", "input_range", "input_size")
     }
-    out.update({
-        "class": _qualname(module), "method": method, "weights_sha256": sha.hexdigest(), "config": config,
-        "contract": {k: (None if v is _SKIP else v) for k, v in contract.items()},
-    })
+    out.update(
+        {
+            "class": _qualname(module),
+            "method": method,
+            "weights_sha256": sha.hexdigest(),
+            "config": config,
+            "contract": {k: (None if v is _SKIP else v) for k, v in contract.items()},
+        }
+    )
     return out
 
 
@@ -158,8 +163,16 @@ class RealFeatureCache:
         self.last_status: Optional[str] = None
 
     def real_features(
-        self, extractor: Any, chunks: Chunks, extract: Callable[[Tensor], Tensor], *, num_real: Optional[int] = None,
-        rank: int = 0, world: int = 1, device: Union[None, str, torch.device] = None, chunk_rows: int = 1024,
+        self,
+        extractor: Any,
+        chunks: Chunks,
+        extract: Callable[[Tensor], Tensor],
+        *,
+        num_real: Optional[int] = None,
+        rank: int = 0,
+        world: int = 1,
+        device: Union[None, str, torch.device] = None,
+        chunk_rows: int = 1024,
     ) -> Iterator[Tensor]:
         """This rank's real features, in chunks of at most ``chunk_rows`` rows: from the cache, or
         ``extract(chunk)`` for every chunk of ``chunks()`` (then written). Under DDP (``world > 1``)
@@ -167,9 +180,14 @@ class RealFeatureCache:
         chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
         device = torch.device(device if device is not None else "cpu")
         meta = {
-            "format": FORMAT, "extractor": extractor_identity(extractor, self.name), "num_real": num_real,
-            "world_size": world, "device": device.type, "default_dtype": str(torch.get_default_dtype()),
-            "autocast": _autocast(device.type), "torch": torch.__version__,
+            "format": FORMAT,
+            "extractor": extractor_identity(extractor, self.name),
+            "num_real": num_real,
+            "world_size": world,
+            "device": device.type,
+            "default_dtype": str(torch.get_default_dtype()),
+            "autocast": _autocast(device.type),
+            "torch": torch.__version__,
         }
         stem = "real-" + hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:24]
         comm = Comm(rank, world)

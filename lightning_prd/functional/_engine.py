@@ -14,7 +14,6 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._validation import (
     as_features,
@@ -23,6 +22,7 @@ from lightning_prd.functional._validation import (
     check_pair,
     compute_dtype,
 )
+from lightning_prd.functional.knn.shard import Shard
 
 
 @dataclass
@@ -42,7 +42,7 @@ class RealSide:
     sq_radii: Dict[int, Tensor] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, points: Tensor, dtype: torch.dtype) -> "RealSide":
+    def build(cls, points: Tensor, dtype: torch.dtype) -> RealSide:
         centre = mean64(points)
         return cls(points=points, centre=centre, prepared=knn.prepare(points, centre, dtype))
 

@@ -159,7 +159,9 @@ def fit(
     seeds = _kmeans_pp(sub.x, sub.sq, u.to(data.x.device))
     refined = _lloyd(sub, sub.x[seeds], REFINE_ITER, tol)
     best = refined.inertia.view(num_runs, n_init).argmin(1)  # the first of equals: deterministic
-    centers = refined.centers.view(num_runs, n_init, num_clusters, dim)[torch.arange(num_runs, device=best.device), best]
+    centers = refined.centers.view(num_runs, n_init, num_clusters, dim)[
+        torch.arange(num_runs, device=best.device), best
+    ]
     res = _lloyd(sub, centers, max_iter, tol)
     return res if sub is data else _lloyd(data, res.centers, max_iter, tol)
 
@@ -193,9 +195,13 @@ def kmeans(
         coordinates and dtype of ``x``, labels ``[n]``, inertia and iterations as 0-dim tensors.
     """
     if x.ndim != 2 or not x.is_floating_point():
-        raise ValueError(f"Expected argument `x` to be a floating 2-D tensor, but got {x.dtype} of shape {tuple(x.shape)}")
+        raise ValueError(
+            f"Expected argument `x` to be a floating 2-D tensor, but got {x.dtype} of shape {tuple(x.shape)}"
+        )
     num_clusters = check_int(num_clusters, "num_clusters", minimum=1, maximum=x.shape[0])
-    n_init, max_iter, init_size = (check_positive_int(v, n) for v, n in ((n_init, "n_init"), (max_iter, "max_iter"), (init_size, "init_size")))
+    n_init, max_iter, init_size = (
+        check_positive_int(v, n) for v, n in ((n_init, "n_init"), (max_iter, "max_iter"), (init_size, "init_size"))
+    )
     tol = check_real(tol, "tol", low=0.0)
     data = prepare(x)
     mean = data.mean.to(x.dtype)

@@ -129,18 +129,24 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
         try:
             x = torch.as_tensor(x)
         except Exception as err:  # noqa: BLE001 - re-raised with the argument name
-            raise TypeError(f"Expected argument `{name}` to be a tensor or array of features, but got {type(x).__name__}") from err
+            raise TypeError(
+                f"Expected argument `{name}` to be a tensor or array of features, but got {type(x).__name__}"
+            ) from err
     if not x.is_floating_point():
         raise TypeError(
             f"Expected argument `{name}` to hold floating-point features, but got dtype {x.dtype}; "
             f"cast it with `.float()` if these are really feature values"
         )
     if x.is_meta:
-        raise ValueError(f"Expected argument `{name}` to hold data, but got a tensor on the meta device of shape {tuple(x.shape)}")
+        raise ValueError(
+            f"Expected argument `{name}` to hold data, but got a tensor on the meta device of shape {tuple(x.shape)}"
+        )
     if x.dtype in _UPCAST:
         x = x.float()
     if x.ndim != 2:
-        raise ValueError(f"Expected argument `{name}` to be a 2-D tensor [num_samples, num_features], but got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"Expected argument `{name}` to be a 2-D tensor [num_samples, num_features], but got shape {tuple(x.shape)}"
+        )
     if x.shape[0] == 0 and not allow_empty:
         raise ValueError(f"Expected argument `{name}` to hold at least one sample, but got shape {tuple(x.shape)}")
     if x.shape[1] == 0:
@@ -159,7 +165,8 @@ def check_pair(real: Tensor, fake: Tensor) -> None:
     """Same feature width and same device for the two sets."""
     if real.shape[1] != fake.shape[1]:
         raise ValueError(
-            f"Expected `real` and `fake` to have the same number of features, but got {real.shape[1]} and {fake.shape[1]}"
+            "Expected `real` and `fake` to have the same number of features, "
+            f"but got {real.shape[1]} and {fake.shape[1]}"
         )
     if real.device != fake.device:
         raise ValueError(f"Expected `real` and `fake` on the same device, but got {real.device} and {fake.device}")

@@ -51,9 +51,8 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass, requested
-from lightning_prd.functional.knn.shard import Shard
-from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._oneclass import train_oneclass
+from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._validation import (
     as_features,
     check_int,
@@ -62,6 +61,7 @@ from lightning_prd.functional._validation import (
     check_positive_int,
     check_real,
 )
+from lightning_prd.functional.knn.shard import Shard
 
 #: Level reported by ``alpha_typicality`` / ``recalled_at_beta`` for samples that are not
 #: contained at any level in ``[0, 1]`` (any value above 1 means "never").
@@ -111,7 +111,8 @@ def embed_features(fn: Callable[[Tensor], Tensor], x: Tensor, name: str) -> Tens
             if not isinstance(out, Tensor) or out.ndim != 2 or out.shape[0] != x[s : s + _EMBED_CHUNK].shape[0]:
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
                 raise ValueError(
-                    f"Expected argument `embedding` to map [n, D] features to an [n, D'] tensor, but it returned {shape}"
+                    "Expected argument `embedding` to map [n, D] features to an [n, D'] tensor, "
+                    f"but it returned {shape}"
                 )
             parts.append(out.detach())
     return as_features(torch.cat(parts), f"embedding({name})")
@@ -201,11 +202,20 @@ def _alpha_beta_from_features(
     """All scores from (already embedded, validated) features and one engine pass."""
     fake_dist_g = fake_centre_distance(fake)
     res = knn_pass(
-        real, fake,
-        nearest="fake", extra_real_ks=[1], fake_values=fake_dist_g, value_ks=[k],
-        dtype=dtype, block_bytes=block_bytes, real_cache=real_cache, shard=shard,
+        real,
+        fake,
+        nearest="fake",
+        extra_real_ks=[1],
+        fake_values=fake_dist_g,
+        value_ks=[k],
+        dtype=dtype,
+        block_bytes=block_bytes,
+        real_cache=real_cache,
+        shard=shard,
     )
-    out = alpha_beta_from_pass(res, fake, fake_dist_g, num_alphas=num_alphas, k=k, real_center=real_center, per_sample=per_sample)
+    out = alpha_beta_from_pass(
+        res, fake, fake_dist_g, num_alphas=num_alphas, k=k, real_center=real_center, per_sample=per_sample
+    )
     return out, res
 
 
@@ -364,8 +374,14 @@ def alpha_precision_beta_recall(
         check_pair(real, fake)
         centre = embedding_center(fn, real)
     out, _ = _alpha_beta_from_features(
-        real, fake, num_alphas=num_alphas, k=k, real_center=centre,
-        per_sample=return_per_sample, dtype=dtype, block_bytes=block_bytes,
+        real,
+        fake,
+        num_alphas=num_alphas,
+        k=k,
+        real_center=centre,
+        per_sample=return_per_sample,
+        dtype=dtype,
+        block_bytes=block_bytes,
     )
     return out
 
@@ -463,4 +479,3 @@ def alpha_beta_masks(result: Dict[str, Tensor], *, alpha: float = 1.0, beta: flo
 
 
 __all__ = ["NEVER", "alpha_beta_masks", "alpha_precision_beta_recall", "authenticity", "train_oneclass"]
-

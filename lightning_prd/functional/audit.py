@@ -62,14 +62,25 @@ def audit_samples(
     check_pair(real_t, fake_v)
     dist_g = fake_centre_distance(fake_v)
     res = knn_pass(
-        real_t, fake_v, member_ks=[k_p, k_c], recall_ks=[k_p], realism_k=k_p, nearest="fake",
-        extra_real_ks=[1], fake_values=dist_g, value_ks=[k_c], dtype=dtype, block_bytes=block_bytes,
+        real_t,
+        fake_v,
+        member_ks=[k_p, k_c],
+        recall_ks=[k_p],
+        realism_k=k_p,
+        nearest="fake",
+        extra_real_ks=[1],
+        fake_values=dist_g,
+        value_ks=[k_c],
+        dtype=dtype,
+        block_bytes=block_bytes,
     )
     ab = alpha_beta_from_pass(res, fake_v, dist_g, num_alphas=num_alphas, k=k_c, per_sample=True)
     nearest = requested(res.cross.fake_nn_index, "fake_nn_index")
     nn_d = requested(res.cross.fake_nn_sq_dist, "fake_nn_sq_dist").sqrt()
     nn_r = res.real.sq_radii[1][nearest].sqrt()
-    copy_ratio = torch.where(nn_r > 0, nn_d / nn_r.clamp(min=torch.finfo(torch.float64).tiny), torch.where(nn_d > 0, torch.inf, 0.0))
+    copy_ratio = torch.where(
+        nn_r > 0, nn_d / nn_r.clamp(min=torch.finfo(torch.float64).tiny), torch.where(nn_d > 0, torch.inf, 0.0)
+    )
     return {
         "copy_ratio": copy_ratio,
         "realism": requested(res.cross.realism, "realism"),
@@ -124,7 +135,9 @@ def filter_fake(
     fake_t = torch.as_tensor(fake)
     keep = torch.ones(audit["copy_ratio"].shape[0], dtype=torch.bool, device=audit["copy_ratio"].device)
     if fake_t.shape[0] != keep.shape[0]:
-        raise ValueError(f"Expected argument `fake` to hold {keep.shape[0]} samples like the audit, but got {fake_t.shape[0]}")
+        raise ValueError(
+            f"Expected argument `fake` to hold {keep.shape[0]} samples like the audit, but got {fake_t.shape[0]}"
+        )
     if copy_ratio is not None:
         keep &= audit["copy_ratio"] > check_real(copy_ratio, "copy_ratio", low=0.0)
     if fidelity == "precision":

@@ -19,7 +19,9 @@ from lightning_prd.functional._validation import as_features, check_pair
 def _mean_cov(x: Tensor, name: str, chunk: int = 4096) -> Tuple[Tensor, Tensor]:
     """Float64 mean and unbiased covariance, accumulated in row chunks (no float64 copy of ``x``)."""
     if x.shape[0] < 2:
-        raise ValueError(f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}")
+        raise ValueError(
+            f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}"
+        )
     mu = mean64(x, chunk)
     cov = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
     for s in range(0, x.shape[0], chunk):

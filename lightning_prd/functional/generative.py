@@ -18,7 +18,6 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
-from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional._validation import (
     as_features,
     check_int,
@@ -37,6 +36,7 @@ from lightning_prd.functional.density_coverage import (
     density_from_pass,
 )
 from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.prd import (
     check_beta,
     check_prd_options,
@@ -132,9 +132,16 @@ def make_plan(
         ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
     return Plan(
-        k_pr=k_pr, k_dc=k_dc, realism=_flag(realism, "realism") or per_sample,
-        authenticity=_flag(authenticity, "authenticity") or ab is not None, frechet=_flag(frechet, "frechet"),
-        prd=prd_opts, alpha_beta=ab, error_bars=error_bars, per_sample=per_sample, names=names,
+        k_pr=k_pr,
+        k_dc=k_dc,
+        realism=_flag(realism, "realism") or per_sample,
+        authenticity=_flag(authenticity, "authenticity") or ab is not None,
+        frechet=_flag(frechet, "frechet"),
+        prd=prd_opts,
+        alpha_beta=ab,
+        error_bars=error_bars,
+        per_sample=per_sample,
+        names=names,
     )
 
 
@@ -173,7 +180,8 @@ def scores_from_plan(
     if member or plan.realism or plan.authenticity:
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = knn_pass(
-            real, fake,
+            real,
+            fake,
             member_ks=member,
             recall_ks=[k_pr] if k_pr is not None else [],
             realism_k=(k_pr or 3) if plan.realism else None,
@@ -181,7 +189,10 @@ def scores_from_plan(
             extra_real_ks=[1] if plan.authenticity else [],
             fake_values=dist_g,
             value_ks=[ab["k"]] if ab is not None else [],
-            dtype=dtype, block_bytes=block_bytes, real_cache=real_cache, shard=shard,
+            dtype=dtype,
+            block_bytes=block_bytes,
+            real_cache=real_cache,
+            shard=shard,
         )
         if k_pr is not None:
             out["precision"] = precision_from_pass(res, k_pr)
@@ -200,8 +211,15 @@ def scores_from_plan(
             out["covered"] = res.cross.real_ball_hit[k_dc]
         if plan.error_bars is not None and k_pr is not None and k_dc is not None:  # make_plan requires both
             spread = split_spread(
-                real, fake, num_splits=plan.error_bars, k_precision_recall=k_pr, k_density_coverage=k_dc,
-                dtype=dtype, block_bytes=block_bytes, real_cache=res.real, shard=shard,
+                real,
+                fake,
+                num_splits=plan.error_bars,
+                k_precision_recall=k_pr,
+                k_density_coverage=k_dc,
+                dtype=dtype,
+                block_bytes=block_bytes,
+                real_cache=res.real,
+                shard=shard,
             )
             out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
     if plan.prd is not None:
@@ -303,8 +321,15 @@ def generative_metrics(
         4.1394
     """
     plan = make_plan(
-        k_pr=k_pr, k_dc=k_dc, realism=realism, authenticity=authenticity, frechet=frechet, prd=prd,
-        alpha_beta=alpha_beta, error_bars=error_bars, per_sample=per_sample,
+        k_pr=k_pr,
+        k_dc=k_dc,
+        realism=realism,
+        authenticity=authenticity,
+        frechet=frechet,
+        prd=prd,
+        alpha_beta=alpha_beta,
+        error_bars=error_bars,
+        per_sample=per_sample,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

@@ -100,16 +100,15 @@ def prd_from_histograms(
     real_h, fake_h = _histogram(real_hist, "real_hist"), _histogram(fake_hist, "fake_hist")
     if real_h.shape != fake_h.shape:
         raise ValueError(
-            f"Expected `real_hist` and `fake_hist` to have the same number of bins, but got {real_h.numel()} and {fake_h.numel()}"
+            "Expected `real_hist` and `fake_hist` to have the same number of bins, "
+            f"but got {real_h.numel()} and {fake_h.numel()}"
         )
     num_angles, epsilon = _check_num_angles(num_angles), _check_epsilon(epsilon)
     fake_h = fake_h.to(real_h.device)
     angles = torch.linspace(epsilon, math.pi / 2 - epsilon, num_angles, dtype=torch.float64, device=real_h.device)
     slopes = torch.tan(angles)
     step = max(1, _CHUNK // real_h.numel())
-    precision = torch.cat([
-        torch.minimum(s.unsqueeze(1) * real_h, fake_h).sum(1) for s in slopes.split(step)
-    ])
+    precision = torch.cat([torch.minimum(s.unsqueeze(1) * real_h, fake_h).sum(1) for s in slopes.split(step)])
     recall = precision / slopes
     if bool((precision > 1.001).any()) or bool((recall > 1.001).any()):
         raise RuntimeError("PRD values above 1.001: the histograms were not probability vectors")
@@ -123,7 +122,8 @@ def _check_curve(x: Any, name: str) -> Tensor:
     if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or bool((t > 1).any()):
         bad = t[~(torch.isfinite(t) & (t >= 0) & (t <= 1))]
         raise ValueError(
-            f"Expected argument `{name}` to be a curve with values in [0, 1], but {bad.numel()} values are not, e.g. {float(bad[0])}"
+            f"Expected argument `{name}` to be a curve with values in [0, 1], "
+            f"but {bad.numel()} values are not, e.g. {float(bad[0])}"
         )
     return t
 
@@ -195,7 +195,9 @@ def check_prd_options(
 ) -> Tuple[int, int, int, int, Union[bool, str]]:
     """Validate the options shared by :func:`prd_curve` and the ``PRDCurve`` metric; return them as Python ints."""
     if not (isinstance(enforce_balance, bool) or (isinstance(enforce_balance, str) and enforce_balance == "subsample")):
-        raise ValueError(f"Expected argument `enforce_balance` to be True, False or 'subsample', but got {enforce_balance!r}")
+        raise ValueError(
+            f"Expected argument `enforce_balance` to be True, False or 'subsample', but got {enforce_balance!r}"
+        )
     return (
         check_positive_int(num_clusters, "num_clusters"),
         _check_num_angles(num_angles),
@@ -228,7 +230,8 @@ def prd_curve(
     to scikit-learn's tolerance on all points; the runs advance together), where the
     reference uses unseeded scikit-learn ``MiniBatchKMeans(n_init=10)`` and so changes from
     call to call; clustering runs in float32 (float64 if an input is float64 or the features'
-    range leaves float32's, see ``compute_dtype``), the curves in float64. Results are reproducible for a seed, not identical to the reference's.
+    range leaves float32's, see ``compute_dtype``), the curves in float64. Results are
+    reproducible for a seed, not identical to the reference's.
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).

@@ -82,7 +82,8 @@ def realism_score(
     r"""Realism score of each generated sample (Kynkäänniemi et al. 2019, Sec. 5).
 
     .. math::
-        R(y) = \max_{i:\ \mathrm{NND}_k(x_i) \le \operatorname{median}} \frac{\mathrm{NND}_k(x_i)}{\lVert y - x_i \rVert}
+        R(y) = \max_{i:\ \mathrm{NND}_k(x_i) \le \operatorname{median}}
+               \frac{\mathrm{NND}_k(x_i)}{\lVert y - x_i \rVert}
 
     The real balls larger than the median radius are pruned, as in the official code (there
     they get radius 0). Plain distances, as in the paper's text (the official code uses a

@@ -54,16 +54,27 @@ def score_spread(
     k_dc = check_positive_int(k_density_coverage, "k_density_coverage")
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     full = knn_pass(real, fake, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes)
-    spread = split_spread(real, fake, num_splits=num_splits, k_precision_recall=k_pr, k_density_coverage=k_dc,
-                          seed=seed, dtype=dtype, block_bytes=block_bytes, real_cache=full.real)
+    spread = split_spread(
+        real,
+        fake,
+        num_splits=num_splits,
+        k_precision_recall=k_pr,
+        k_density_coverage=k_dc,
+        seed=seed,
+        dtype=dtype,
+        block_bytes=block_bytes,
+        real_cache=full.real,
+    )
     values = _scores(full, k_pr, k_dc)
     return {name: {"value": values[name], **spread[name]} for name in values}
 
 
 def _scores(res: Any, k_pr: int, k_dc: int) -> Dict[str, Tensor]:
     return {
-        "precision": precision_from_pass(res, k_pr), "recall": recall_from_pass(res, k_pr),
-        "density": density_from_pass(res, k_dc), "coverage": coverage_from_pass(res, k_dc),
+        "precision": precision_from_pass(res, k_pr),
+        "recall": recall_from_pass(res, k_pr),
+        "density": density_from_pass(res, k_dc),
+        "coverage": coverage_from_pass(res, k_dc),
     }
 
 
@@ -95,9 +106,16 @@ def split_spread(
     perm = torch.randperm(fake.shape[0], generator=torch.Generator().manual_seed(int(seed))).to(fake.device)
     parts = []
     for s in range(num_splits):
-        res = knn_pass(real, fake[perm[s * size : (s + 1) * size]], member_ks=[k_precision_recall, k_density_coverage],
-                       recall_ks=[k_precision_recall], dtype=dtype, block_bytes=block_bytes, real_cache=real_cache,
-                       shard=shard)
+        res = knn_pass(
+            real,
+            fake[perm[s * size : (s + 1) * size]],
+            member_ks=[k_precision_recall, k_density_coverage],
+            recall_ks=[k_precision_recall],
+            dtype=dtype,
+            block_bytes=block_bytes,
+            real_cache=real_cache,
+            shard=shard,
+        )
         real_cache = res.real
         parts.append(_scores(res, k_precision_recall, k_density_coverage))
     out = {}

@@ -91,7 +91,9 @@ def build_figures(curves: Mapping[str, np.ndarray], history: Sequence[Mapping[st
         )
     if has_alpha_beta(curves):
         figures["alpha_beta"] = plotting.plot_alpha_beta(
-            curves["alphas"], curves.get("alpha_precision_curve"), curves.get("beta_recall_curve"),
+            curves["alphas"],
+            curves.get("alpha_precision_curve"),
+            curves.get("beta_recall_curve"),
             title=f"α-Precision / β-Recall, epoch {epoch}",
         )
     if any("precision" in h and "recall" in h for h in history):

@@ -86,9 +86,14 @@ class TensorBoardAdapter(LoggerAdapter):
             n = len(keep)
             writer.add_pr_curve_raw(
                 f"{self.prefix}prd_curve",
-                true_positive_counts=np.ones(n), false_positive_counts=np.zeros(n),
-                true_negative_counts=np.zeros(n), false_negative_counts=np.zeros(n),
-                precision=precision[keep], recall=recall[keep], global_step=epoch, num_thresholds=n,
+                true_positive_counts=np.ones(n),
+                false_positive_counts=np.zeros(n),
+                true_negative_counts=np.zeros(n),
+                false_negative_counts=np.zeros(n),
+                precision=precision[keep],
+                recall=recall[keep],
+                global_step=epoch,
+                num_thresholds=n,
             )
         for name, fig in build_figures(curves, history, epoch).items():
             writer.add_figure(f"{self.prefix}figures/{name}", fig, global_step=epoch, close=True)

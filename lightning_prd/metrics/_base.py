@@ -13,8 +13,8 @@ from torchmetrics.utilities.data import dim_zero_cat
 from lightning_prd._distributed import gather_features
 from lightning_prd.functional import knn
 from lightning_prd.functional._engine import RealSide
-from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.functional._validation import as_features, check_block_bytes
+from lightning_prd.functional.knn.shard import Shard, current_shard
 
 
 class FeatureMetric(Metric):

@@ -89,8 +89,14 @@ class AlphaPrecisionBetaRecall(FeatureMetric):
             real, fake = embed_features(fn, real, "real"), embed_features(fn, fake, "fake")
             centre = embedding_center(fn, real)
         out, res = _alpha_beta_from_features(
-            real, fake, num_alphas=self.num_alphas, k=self.k, real_center=centre,
-            dtype=self.knn_dtype, block_bytes=self.block_bytes, real_cache=self.real_side(real),
+            real,
+            fake,
+            num_alphas=self.num_alphas,
+            k=self.k,
+            real_center=centre,
+            dtype=self.knn_dtype,
+            block_bytes=self.block_bytes,
+            real_cache=self.real_side(real),
             shard=self.knn_shard(),
         )
         self._real_cache = res.real

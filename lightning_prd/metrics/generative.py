@@ -70,8 +70,15 @@ class GenerativeMetrics(FeatureMetric):
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
-            k_pr=k_precision_recall, k_dc=k_density_coverage, realism=bool(realism), authenticity=False,
-            frechet=bool(frechet), prd=prd, alpha_beta=alpha_beta, error_bars=error_bars, per_sample=bool(per_sample),
+            k_pr=k_precision_recall,
+            k_dc=k_density_coverage,
+            realism=bool(realism),
+            authenticity=False,
+            frechet=bool(frechet),
+            prd=prd,
+            alpha_beta=alpha_beta,
+            error_bars=error_bars,
+            per_sample=bool(per_sample),
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
         )
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
@@ -81,8 +88,13 @@ class GenerativeMetrics(FeatureMetric):
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         out, res = scores_from_plan(
-            real, fake, self.plan, dtype=self.knn_dtype, block_bytes=self.block_bytes,
-            real_cache=self.real_side(real), shard=self.knn_shard(),
+            real,
+            fake,
+            self.plan,
+            dtype=self.knn_dtype,
+            block_bytes=self.block_bytes,
+            real_cache=self.real_side(real),
+            shard=self.knn_shard(),
         )
         if res is not None:
             self._real_cache = res.real

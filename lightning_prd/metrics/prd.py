@@ -65,8 +65,13 @@ class PRDCurve(FeatureMetric):
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         precision, recall = prd_curve(
-            real, fake, num_clusters=self.num_clusters, num_angles=self.num_angles,
-            num_runs=self.num_runs, seed=self.seed, enforce_balance=self.enforce_balance,
+            real,
+            fake,
+            num_clusters=self.num_clusters,
+            num_angles=self.num_angles,
+            num_runs=self.num_runs,
+            seed=self.seed,
+            enforce_balance=self.enforce_balance,
         )
         f_beta, f_inv_beta = prd_f_beta(precision, recall, beta=self.beta)
         return {"prd_precision": precision, "prd_recall": recall, "f_beta": f_beta, "f_inv_beta": f_inv_beta}

@@ -37,8 +37,14 @@ class PrecisionRecall(FeatureMetric):
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         res = knn_pass(
-            real, fake, member_ks=[self.k], recall_ks=[self.k], dtype=self.knn_dtype,
-            block_bytes=self.block_bytes, real_cache=self.real_side(real), shard=self.knn_shard(),
+            real,
+            fake,
+            member_ks=[self.k],
+            recall_ks=[self.k],
+            dtype=self.knn_dtype,
+            block_bytes=self.block_bytes,
+            real_cache=self.real_side(real),
+            shard=self.knn_shard(),
         )
         self._real_cache = res.real
         return {"precision": precision_from_pass(res, self.k), "recall": recall_from_pass(res, self.k)}

@@ -68,11 +68,11 @@ class Bound:
     #: relative rounding of the float32 addition of the offset (two units in the last place)
     _ADD = 2.0**-23
 
-    def col(self) -> "Bound":
+    def col(self) -> Bound:
         """The same bound as a column (``[n, 1]``), to broadcast along tile rows."""
         return Bound(self.rel, None if self.e is None else self.e[:, None], self.tau[:, None], self.offset)
 
-    def widest(self) -> "Bound":
+    def widest(self) -> Bound:
         """One bound for every row: the largest rounding terms."""
         return Bound(self.rel, None if self.e is None else self.e.max(), self.tau.max(), self.offset)
 

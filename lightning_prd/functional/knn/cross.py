@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -112,7 +112,8 @@ def cross_pass(
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
     if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
-        radii = [real_sq_radii[k] for k in sorted(set(member_ks) | set(value_ks) | {realism_k} - {None})]
+        ks = set(member_ks) | set(value_ks) | ({realism_k} if realism_k is not None else set())
+        radii = [real_sq_radii[k] for k in sorted(ks)]
         offset = float(radii[-1].median()) if radii else estimate_offset(fake, real, 1, False)
         if screen_pays(real, fake, offset):
             set_offset(offset, real, fake)
@@ -149,14 +150,17 @@ def cross_pass(
         n_r, n_c = sq.shape
         rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
 
-        def exact_fn(r: Tensor, c: Tensor) -> Tensor:
+        def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
             return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
 
-        def decide(sq: Tensor, a: PointSet, b: PointSet, limit: Optional[int]):
+        def decide(
+            sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
+        ) -> Tuple[Dict[int, Members], Dict[int, Tensor]]:
             # margins use the tile's largest norm on the other side: a conservative bound
             row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
             # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
-            balls, wider = {}, None
+            balls: Dict[int, Members] = {}
+            wider: Optional[Members] = None
             for k in sorted(set(member_ks) | set(value_ks), reverse=True):
                 balls[k] = wider = Members(sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit)
             inside = {
@@ -169,8 +173,11 @@ def cross_pass(
             balls, inside = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
         except Ambiguous:
             sq = tiling.sq_tile(
-                (sq.reshape(-1), None), plain_real.left(rs), plain_real.sq_norms[rs, None],
-                plain_fake.right(cs), plain_fake.sq_norms[cs],
+                (sq.reshape(-1), None),
+                plain_real.left(rs),
+                plain_real.sq_norms[rs, None],
+                plain_fake.right(cs),
+                plain_fake.sq_norms[cs],
             )
             balls, inside = decide(sq, plain_real, plain_fake, None)
         for k, members in balls.items():
@@ -180,7 +187,8 @@ def cross_pass(
                 res.real_ball_hit[k][rs] |= members.any_per_row()
             if k in res.real_ball_min_value:
                 best = res.real_ball_min_value[k]
-                best[rs] = torch.minimum(best[rs], members.min_per_row(fake_values[cs]))
+                values = fake_values if fake_values is not None else best.new_zeros(0)
+                best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
         for k, rows_in in inside.items():
             res.real_in_fake[k][rs] |= rows_in
         if realism is not None:  # (the screen's bound holds for recomputed tiles too)
@@ -205,18 +213,20 @@ def cross_pass(
     # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
     # argmin; authenticity depends on which tied real sample is i*
     if near_real is not None:
-        dist, index = refine_topk(
-            real, fake, near_real.vals, near_real.idx, [1], False, truncated=near_real.t < m, block_bytes=block_bytes,
-            shard=shard,
-        )[1]
-        res.real_nn_sq_dist, res.real_nn_index = dist, lowest_identical(fake.original, index, dist)
+        res.real_nn_sq_dist, res.real_nn_index = _nearest(real, fake, near_real, m, block_bytes, shard)
     if near_fake is not None:
-        dist, index = refine_topk(
-            fake, real, near_fake.vals, near_fake.idx, [1], False, truncated=near_fake.t < n, block_bytes=block_bytes,
-            shard=shard,
-        )[1]
-        res.fake_nn_sq_dist, res.fake_nn_index = dist, lowest_identical(real.original, index, dist)
+        res.fake_nn_sq_dist, res.fake_nn_index = _nearest(fake, real, near_fake, n, block_bytes, shard)
     return res
+
+
+def _nearest(
+    rows: PointSet, cols: PointSet, near: RunningNearest, num_cols: int, block_bytes: int, shard: Optional[Shard]
+) -> Tuple[Tensor, Tensor]:
+    """Exact squared distance and index of each row's nearest ``cols`` sample, from its running list."""
+    dist, index = refine_topk(
+        rows, cols, near.vals, near.idx, [1], False, truncated=near.t < num_cols, block_bytes=block_bytes, shard=shard
+    )[1]
+    return dist, lowest_identical(cols.original, index, dist)
 
 
 def _combine(res: CrossResult, shard: Shard) -> None:

@@ -73,7 +73,13 @@ def exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[in
 
 
 def exact_rows_topk(
-    a: PointSet, b: PointSet, rows: Tensor, below: Tensor, t: int, exclude_self: bool, block_bytes: int,
+    a: PointSet,
+    b: PointSet,
+    rows: Tensor,
+    below: Tensor,
+    t: int,
+    exclude_self: bool,
+    block_bytes: int,
     by_index: bool = True,
 ) -> Tuple[Tensor, Tensor]:
     """Exact float64 ``t`` nearest of ``a[rows]`` in ``b``, among pairs whose tile value may be

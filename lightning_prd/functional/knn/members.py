@@ -88,13 +88,19 @@ class Members:
     """
 
     def __init__(
-        self, sq: Tensor, thr: Tensor, bound: Bound, exact_fn: Callable,
-        within: Optional["Members"] = None, limit: Optional[float] = None,
+        self,
+        sq: Tensor,
+        thr: Tensor,
+        bound: Bound,
+        exact_fn: Callable,
+        within: Optional[Members] = None,
+        limit: Optional[float] = None,
     ) -> None:
         """``limit``: raise :class:`Ambiguous` rather than decide more pairs in float64."""
         lo, hi = thresholds(thr, bound, sq.dtype)
         self.shape, self.limit = sq.shape, limit
         self.maybe: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+        self.mask: Optional[Tensor] = None
         if within is not None and within.maybe is not None:
             # smaller balls of the same centres (thr <= within's thr, elementwise): the pairs
             # below this upper bound are among ``within``'s listed pairs, no tile pass needed

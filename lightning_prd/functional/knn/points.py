@@ -91,7 +91,7 @@ class PointSet:
         """Candidates kept beyond k in running top-k lists over this set's tiles."""
         return SLACK if self.screened is None else SCREEN_SLACK
 
-    def subset(self, rows: Tensor) -> "PointSet":
+    def subset(self, rows: Tensor) -> PointSet:
         centred = None if self.centred is None else self.centred[rows]
         screened = None if self.screened is None else self.screened[rows]
         return PointSet(self.original[rows], self.centre, self.sq_norms[rows], centred, screened)
@@ -140,6 +140,8 @@ def bound(a: PointSet, b: PointSet, rows, cols=slice(None)) -> Bound:
         underflow = 4 * (a.dim + 2) * torch.finfo(a.dtype).tiny
         return Bound(0.0, None, tol_factor(a.dtype, a.dim) * (sq_a + sq_b.max()) + underflow)
     sa, sb = a.screened, b.screened
+    if sa is None or sb is None:
+        raise RuntimeError("a screened bound needs the screen rows of both point sets")
     offset = pass_offset(a, b)
     tol = 2 * tol_factor(torch.float32, sa.rows.shape[1])
     tau = tol * (sa.sq_norms[rows] + sb.sq_norms[cols].max() + abs(offset)) + 1e-30
@@ -148,7 +150,9 @@ def bound(a: PointSet, b: PointSet, rows, cols=slice(None)) -> Bound:
 
 def pass_offset(a: PointSet, b: PointSet) -> float:
     """The offset of screen tiles of ``a x b``: each side's norm parts carry a quarter of its own."""
-    return (a.screened.offset + b.screened.offset) / 2 if a.screened is not None else 0.0
+    if a.screened is None or b.screened is None:
+        return 0.0
+    return (a.screened.offset + b.screened.offset) / 2
 
 
 #: Rows sampled to estimate a pass's offset (:func:`estimate_offset`).
@@ -182,6 +186,8 @@ def screen_pays(a: PointSet, b: PointSet, offset: float) -> bool:
     """Whether the screen's interval is narrow at the pass's decisions (see ``SCREEN_MAX_WIDTH``)."""
     if screen_forced():
         return True
+    if a.screened is None or b.screened is None:
+        return False
     e = float(a.screened.rho.median() + b.screened.rho.median())
     return offset > 0 and 2 * e <= SCREEN_MAX_WIDTH * math.sqrt(offset)
 

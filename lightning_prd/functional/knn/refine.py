@@ -39,8 +39,16 @@ from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
 
 
 def refine_topk(
-    a: PointSet, b: PointSet, approx: Tensor, idx: Tensor, ks: Sequence[int], exclude_self: bool, truncated: bool,
-    block_bytes: int = DEFAULT_BLOCK_BYTES, by_index: bool = True, shard: Optional[Shard] = None,
+    a: PointSet,
+    b: PointSet,
+    approx: Tensor,
+    idx: Tensor,
+    ks: Sequence[int],
+    exclude_self: bool,
+    truncated: bool,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    by_index: bool = True,
+    shard: Optional[Shard] = None,
 ) -> Dict[int, Tuple[Tensor, Tensor]]:
     """Exact float64 squared distance and index of the k-th nearest neighbour, for each ``k``.
 
@@ -133,8 +141,16 @@ def _kth_screened(
 
 
 def _refine_rows(
-    a: PointSet, b: PointSet, rows: Tensor, approx: Tensor, idx: Tensor, k: int, exclude_self: bool, truncated: bool,
-    block_bytes: int, by_index: bool,
+    a: PointSet,
+    b: PointSet,
+    rows: Tensor,
+    approx: Tensor,
+    idx: Tensor,
+    k: int,
+    exclude_self: bool,
+    truncated: bool,
+    block_bytes: int,
+    by_index: bool,
 ) -> Tuple[Tensor, Tensor]:
     """Exact ``k`` nearest of ``a[rows]`` from their candidate lists ``approx``/``idx``.
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Optional, Union
 
 import torch
@@ -56,7 +56,7 @@ _ALIGN = 32
 _TINY = 2.0**-126
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cpu_has_native_bf16() -> bool:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="ignore") as f:
@@ -128,7 +128,7 @@ class Screened:
     dim: int
     offset: float = 0.0
 
-    def __getitem__(self, index: Union[slice, Tensor]) -> "Screened":
+    def __getitem__(self, index: Union[slice, Tensor]) -> Screened:
         return Screened(self.rows[index], self.rho[index], self.sq_norms[index], self.dim, self.offset)
 
     def set_offset(self, offset: float) -> None:

@@ -39,6 +39,7 @@ from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shapes import min_side
 from lightning_prd.functional.knn.shard import Shard
 
+
 def self_knn(
     points: PointSet, ks: Iterable[int], block_bytes: int = tiling.DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
 ) -> Dict[int, Tensor]:

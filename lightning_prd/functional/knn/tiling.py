@@ -101,7 +101,9 @@ def block_shape(
     return even(n_rows, elements // cols), cols
 
 
-def self_shape(n: int, itemsize: int, block_bytes: int, side: int = DEFAULT_MIN_SIDE, parts: int = 1) -> Tuple[int, int]:
+def self_shape(
+    n: int, itemsize: int, block_bytes: int, side: int = DEFAULT_MIN_SIDE, parts: int = 1
+) -> Tuple[int, int]:
     """Height of the row strips of a self pass and the widest tile of a strip.
 
     The diagonal tiles are computed whole, so the GEMM work is ``(b + 1) / 2b`` of the full
@@ -166,7 +168,10 @@ def sq_tile(
     shape = (a_blk.shape[0], b_blk.shape[0])
     out = buf[0][: shape[0] * shape[1]].view(shape)
     if a_blk.dtype == torch.bfloat16:
-        screen_tile(out, buf[1][: shape[0] * shape[1]].view(shape), a_blk, b_blk, offset)
+        scratch = buf[1]
+        if scratch is None:
+            raise RuntimeError("a screened tile needs the scratch buffer of its pass")
+        screen_tile(out, scratch[: shape[0] * shape[1]].view(shape), a_blk, b_blk, offset)
     else:
         torch.add(a_sq, b_sq[None, :], out=out)
         out.addmm_(a_blk, b_blk.T, alpha=-2.0).clamp_(min=0.0)
