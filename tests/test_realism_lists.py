@@ -18,6 +18,9 @@ from lightning_prd.functional.knn import realism
 import oracle
 
 SMALL_TILES = 16 * 1024  # a few dozen rows per tile: most tiles meet full lists
+#: minimum tile side for these tests (the planner's default, 512, would give these small sets
+#: one block of rows, so no tile would meet a full list)
+SMALL_SIDE = "32"
 
 
 def _capture(monkeypatch):
@@ -36,6 +39,7 @@ def _capture(monkeypatch):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_realism_over_small_tiles_equals_the_float64_oracle(name, monkeypatch):
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "0")
+    monkeypatch.setenv("LIGHTNING_PRD_TILE", SMALL_SIDE)
     compared = []
     floor_path = realism.RealismLists._update_below_floor
 
@@ -54,6 +58,7 @@ def test_realism_over_small_tiles_equals_the_float64_oracle(name, monkeypatch):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_floor_comparison_keeps_the_every_ratio_lists(name, monkeypatch):
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "0")
+    monkeypatch.setenv("LIGHTNING_PRD_TILE", SMALL_SIDE)
     real, fake = CASES[name]()
     made = _capture(monkeypatch)
     fast = knn_pass(real, fake, realism_k=3, block_bytes=SMALL_TILES).cross.realism
