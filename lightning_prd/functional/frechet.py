@@ -52,8 +52,9 @@ def frechet_distance(real: Any, fake: Any) -> Tensor:
         \lVert \mu_r - \mu_f \rVert^2 + \mathrm{Tr}\big(\Sigma_r + \Sigma_f - 2(\Sigma_r\Sigma_f)^{1/2}\big)
 
     One number for fidelity and diversity together: two models failing in opposite ways can
-    share it (the seed note's two Gaussians, ``N(0, 0.3^2 I)`` and ``N(0, 1.7^2 I)`` against
-    ``N(0, I)`` in 2-D, both 0.98). Use it next to precision/recall, not instead.
+    share it (the two Gaussians of the course note "Precision and recall for generative
+    models", ``N(0, 0.3^2 I)`` and ``N(0, 1.7^2 I)`` against ``N(0, I)`` in 2-D, both 0.98).
+    Use it next to precision/recall, not instead.
 
     Args:
         real: ``[N, D]`` real features, ``N >= 2``.

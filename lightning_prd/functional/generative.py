@@ -307,7 +307,7 @@ def generative_metrics(
         dtype; ``frechet_distance`` and the PRD curves are float64.
 
     Example:
-        The seed note's 1-D example (k = 1):
+        The 1-D worked example of the course note "Precision and recall for generative models" (k = 1):
 
         >>> import torch
         >>> real = torch.tensor([[0.0], [1.0], [2.0], [3.0]])

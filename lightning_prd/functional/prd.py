@@ -89,7 +89,7 @@ def prd_from_histograms(
         histograms' device.
 
     Example:
-        The seed note's collapsed model: data split over two clusters, model in one only.
+        The collapsed model of the course note's PRD example: data split over two clusters, model in one only.
 
         >>> precision, recall = prd_from_histograms([0.5, 0.5], [1.0, 0.0], num_angles=11)
         >>> float(precision.max()), float(recall.max())
