@@ -282,7 +282,7 @@ class PRDCallbackCore:
         if trainer.is_global_zero and self._adapters is None:  # before this evaluation joins the state
             self._adapters = [adapter_for(logger, self.prefix) for logger in trainer.loggers]
             for adapter in self._adapters:
-                adapter.restore(self.prd_curves)
+                adapter.restore(self.prd_curves, self.history)
         self.history.append({"epoch": epoch, **scalars, **({"final": True} if final else {})})
         if all(k in curves for k in PRD_KEYS):
             self.prd_curves.append(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))

@@ -318,6 +318,20 @@ def test_wandb_adapter_with_fake_run(tmp_path, fake_wandb):
 
 
 # ---------------------------------------------------------------------------------- W&B, offline run
+def test_wandb_density_summary_counts_the_epochs_before_a_resume(fake_wandb):
+    run_ = FakeRun()
+    logger = type("WandbLogger", (MemoryLogger,), {"experiment": property(lambda self: run_)})()
+    adapter = WandbAdapter(logger, "prd/")
+    adapter.restore([], [{"epoch": 0, "density": 0.6}, {"epoch": 1, "density": 0.97, "precision": 0.9}])
+    adapter.log_scalars({"prd/density": 1.2, "prd/precision": 0.95}, epoch=2, step=10)
+    adapter.flush()
+    assert run_.summary["prd/density"] == pytest.approx(0.97)  # restored, closer to 1 than 1.2
+    assert "prd/precision" not in run_.summary  # W&B's own max summary handles the others
+    adapter.log_scalars({"prd/density": 1.01}, epoch=3, step=20)
+    adapter.flush()
+    assert run_.summary["prd/density"] == pytest.approx(1.01)
+
+
 def _wandb_records(path):
     """Records of a ``.wandb`` file: a 7-byte header, then LevelDB-style log blocks of protobuf ``Record``s."""
     from wandb.proto import wandb_internal_pb2 as pb

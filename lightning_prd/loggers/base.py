@@ -63,9 +63,10 @@ class LoggerAdapter:
     def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
         """Log the curves of one evaluation and the trajectory of ``history`` (all evaluations so far)."""
 
-    def restore(self, prd_curves: Sequence[Mapping[str, Any]]) -> None:
+    def restore(self, prd_curves: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]) -> None:
         """Called once before this fit's first evaluation is logged, with the compact PRD curves
-        (:func:`compact_prd`) of the evaluations restored from a checkpoint. Default: nothing."""
+        (:func:`compact_prd`) and the scores (plain names) of the evaluations restored from a
+        checkpoint. Default: nothing."""
 
     def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
         """Log image grids (``[H, W, 3]`` in [0, 1]) and histograms of per-sample values. Default: nothing."""

@@ -60,18 +60,25 @@ class WandbAdapter(LoggerAdapter):
         run.define_metric(key, **kwargs)
         self._defined.add(key)
 
-    def restore(self, prd_curves: Sequence[Mapping[str, Any]]) -> None:
+    def restore(self, prd_curves: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]) -> None:
         self._rows = [row for curve in prd_curves for row in _rows_of(curve)]
+        for entry in history:  # the value closest to 1 before the resume still counts
+            for name, value in entry.items():
+                if name != "epoch" and isinstance(value, float):
+                    self._track_closest_to_one(f"{self.prefix}{name}", value)
+
+    def _track_closest_to_one(self, key: str, value: float) -> None:
+        if direction(key[len(self.prefix) :]) == "one" and np.isfinite(value):
+            best = self._closest_to_one.get(key)
+            if best is None or abs(value - 1.0) < abs(best - 1.0):
+                self._closest_to_one[key] = float(value)
 
     def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
         run = self.logger.experiment
         for key, value in metrics.items():
             way = direction(key[len(self.prefix) :])
             self._define(run, key, {"lower": "min", "one": "none"}.get(way, "max"))
-            if way == "one" and np.isfinite(value):
-                best = self._closest_to_one.get(key)
-                if best is None or abs(value - 1.0) < abs(best - 1.0):
-                    self._closest_to_one[key] = float(value)
+            self._track_closest_to_one(key, value)
         self._pending = {**metrics, self.epoch_key: epoch}
         # W&B commits a step per log call; wait for the curves (``flush``) to log them together.
 
