@@ -159,6 +159,16 @@ def check_outputs(
             _check_plot_format(flag, text, out, plot_format)
 
 
+def write_output(flag: str, text: str, write: Callable[[Path], Any]) -> None:
+    """Create the parent folders of output ``text`` and call ``write(path)``; a failure is one line."""
+    out = Path(text).expanduser()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write(out)
+    except OSError as err:
+        raise CLIError(f"{flag} {text}: cannot write the file: {err.strerror or err}") from err
+
+
 def _check_writable(flag: str, text: str, out: Path) -> None:
     parent = out.parent
     while not parent.exists() and parent != parent.parent:

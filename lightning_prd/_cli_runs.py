@@ -28,12 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, List, Sequence
 
-from lightning_prd._cli_checks import check_outputs
+from lightning_prd._cli_checks import check_outputs, write_output
 from lightning_prd._cli_inputs import CLIError
 from lightning_prd.runs import PANEL_SCORES, Run, RunsError, load_runs, score_order
+from lightning_prd.scores import format_score
 
 EPILOG = """\
 runs:
@@ -79,10 +79,7 @@ def add_runs_parser(sub: Any, formatter_class: Any) -> argparse.ArgumentParser:
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    value = float(value)
-    return f"{round(value, 4) + 0.0:.4f}" if abs(value) < 1e5 else f"{value:.4g}"  # + 0.0: no "-0.0000"
+    return "-" if value is None else format_score(float(value))
 
 
 def format_table(runs: Sequence[Run], names: Sequence[str]) -> str:
@@ -130,12 +127,10 @@ def _check_outputs(args: argparse.Namespace, runs: Sequence[Run]) -> None:
 
 
 def _write(path: str, flag: str, write: Any) -> None:
-    out = Path(path).expanduser()
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write(out)
-    except OSError as err:
-        raise RunsError(f"{flag} {path}: cannot write the file: {err.strerror or err}") from err
+        write_output(flag, path, write)
+    except CLIError as err:
+        raise RunsError(str(err)) from None
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -42,11 +42,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd._cli_checks import check_outputs, reject_unknown_flags
+from lightning_prd._cli_checks import check_outputs, reject_unknown_flags, write_output
 from lightning_prd._cli_inputs import CLIError, _check_path, _Source, load_set
 from lightning_prd._cli_runs import add_runs_parser
 from lightning_prd.functional._validation import MAX_SEED
-from lightning_prd.scores import DIRECTIONS, best_index, direction_label
+from lightning_prd.scores import DIRECTIONS, best_index, direction_label, format_score
 
 PROG = "lightning-prd"
 #: the scores of the table, in its order, and which way each is better (one table for the package)
@@ -296,7 +296,7 @@ def _np(x: Any) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- output
 def _fmt(value: float) -> str:
-    return f"{round(value, 4) + 0.0:.4f}" if abs(value) < 1e5 else f"{value:.4g}"  # + 0.0: no "-0.0000"
+    return format_score(value)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -371,12 +371,7 @@ def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Nam
 
 
 def _write_json(path: str, payload: Dict[str, Any]) -> None:
-    out = Path(path).expanduser()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n")
-    except OSError as err:
-        raise CLIError(f"--json {path}: cannot write the file: {err.strerror or err}") from err
+    write_output("--json", path, lambda out: out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n"))
 
 
 def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]) -> None:
@@ -417,12 +412,7 @@ def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[s
             )
     ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="k-NN precision / recall")
     ax.grid(alpha=0.3)
-    out = Path(path).expanduser()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format=_plot_format(out))
-    except OSError as err:
-        raise CLIError(f"--plot {path}: cannot write the file: {err.strerror or err}") from err
+    write_output("--plot", path, lambda out: fig.savefig(out, format=_plot_format(out)))
 
 
 def _plot_format(out: Path) -> str:

@@ -56,6 +56,16 @@ def direction_label(name: str) -> str:
     return DIRECTION_LABELS[direction(name)]
 
 
+def format_score(value: float) -> str:
+    """A score as the command line prints it: 4 decimals (never ``-0.0000``), 4 significant digits from 1e5.
+
+    Example:
+        >>> format_score(0.123456), format_score(-1e-7), format_score(123456.0)
+        ('0.1235', '0.0000', '1.235e+05')
+    """
+    return f"{round(value, 4) + 0.0:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
+
+
 def best_index(name: str, values: Sequence[float]) -> Optional[int]:
     """Index of the best finite value of score ``name`` (first one on ties), ``None`` if none is finite.
 
