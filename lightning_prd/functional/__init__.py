@@ -9,8 +9,10 @@ from lightning_prd.functional.audit import audit_samples, filter_fake
 from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.generative import generative_metrics
+from lightning_prd.functional.kid import kernel_inception_distance
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
+from lightning_prd.functional.vendi import vendi_score
 
 __all__ = [
     "alpha_beta_masks",
@@ -21,10 +23,12 @@ __all__ = [
     "filter_fake",
     "frechet_distance",
     "generative_metrics",
+    "kernel_inception_distance",
     "prd_curve",
     "prd_f_beta",
     "prd_from_histograms",
     "precision_recall",
     "realism_score",
     "train_oneclass",
+    "vendi_score",
 ]
