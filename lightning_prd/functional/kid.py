@@ -51,7 +51,9 @@ def check_kid_sizes(num_real: int, num_fake: int, subset_size: int) -> None:
         )
 
 
-def _subset_indices(num_real: int, num_fake: int, subsets: int, subset_size: int, seed: int) -> List[Tuple[Tensor, Tensor]]:
+def _subset_indices(
+    num_real: int, num_fake: int, subsets: int, subset_size: int, seed: int
+) -> List[Tuple[Tensor, Tensor]]:
     """The (real, generated) CPU index tensors of each subset, drawn as torchmetrics draws them."""
     gen = torch.Generator().manual_seed(seed)
     draws = []
@@ -69,7 +71,9 @@ def _kernel_sum(a: Tensor, b: Tensor, degree: int, gamma: float, coef: float, *,
     return total - kernel.diagonal().sum() if off_diagonal else total
 
 
-def poly_mmd2(real: Tensor, fake: Tensor, *, degree: int = 3, gamma: Optional[float] = None, coef: float = 1.0) -> Tensor:
+def poly_mmd2(
+    real: Tensor, fake: Tensor, *, degree: int = 3, gamma: Optional[float] = None, coef: float = 1.0
+) -> Tensor:
     r"""Unbiased MMD² of two sets of equal size ``m`` with the polynomial kernel, in float64.
 
     .. math::
@@ -89,7 +93,15 @@ def poly_mmd2(real: Tensor, fake: Tensor, *, degree: int = 3, gamma: Optional[fl
 
 
 def kid_scores(
-    real: Tensor, fake: Tensor, *, subsets: int, subset_size: int, degree: int, gamma: Optional[float], coef: float, seed: int
+    real: Tensor,
+    fake: Tensor,
+    *,
+    subsets: int,
+    subset_size: int,
+    degree: int,
+    gamma: Optional[float],
+    coef: float,
+    seed: int,
 ) -> Tensor:
     """The ``[subsets]`` float64 MMD² values of the subsets on validated features (sizes checked)."""
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
@@ -158,4 +170,3 @@ def kernel_inception_distance(
         real, fake, subsets=subsets, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef, seed=seed
     )
     return values.mean(), values.std(correction=0)
-
