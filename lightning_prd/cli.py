@@ -188,6 +188,12 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
     p.add_argument(
+        "--kid",
+        action="store_true",
+        help="add the Kernel Inception Distance (100 subsets of min(1000, N, M) samples, seeded by --seed)",
+    )
+    p.add_argument("--vendi", action="store_true", help="add the Vendi score of the generated and of the real set")
+    p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
@@ -269,6 +275,8 @@ class _Scorer:
             reset_real_features=False,
             prd=prd if self.prd else False,
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
+            kid=dict(seed=args.seed) if args.kid else False,
+            vendi=args.vendi,
         ).to(device)
         self.metric.update(self.real, real=True)
 
@@ -337,6 +345,8 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
             else None
         ),
         "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
+        "kid": scorer.metric.kid,
+        "vendi": scorer.metric.vendi,
     }
 
 

@@ -3,7 +3,7 @@
 Three directions:
 
 - ``"higher"``: larger is better (precision, recall, coverage, F-scores, α/β, authenticity);
-- ``"lower"``: smaller is better (the Fréchet distance);
+- ``"lower"``: smaller is better (the Fréchet distance, KID);
 - ``"one"``: 1 is ideal (density: below 1 means samples in empty regions, above 1 means samples
   piled in dense regions), so the best value is the one closest to 1.
 
@@ -34,6 +34,9 @@ DIRECTIONS: Dict[str, str] = {
     "beta_recall": "higher",
     "authenticity": "higher",
     "frechet_distance": "lower",
+    "kid": "lower",
+    "vendi": "higher",
+    "vendi_real": "higher",
 }
 
 #: how each direction reads in a table

@@ -4,8 +4,10 @@ The real x real, fake x fake and real x fake distance tiles are each computed on
 :func:`._engine.knn_pass`) and every k-NN score is read off that one pass; the results equal
 the separate functions :func:`.precision_recall`, :func:`.density_coverage`,
 :func:`.realism_score`, :func:`.authenticity`, :func:`.alpha_precision_beta_recall`,
-:func:`.prd_curve` / :func:`.prd_f_beta` and :func:`.frechet_distance` called with the same
-options. :class:`~lightning_prd.GenerativeMetrics` computes through :func:`scores_from_plan`.
+:func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance`,
+:func:`.kernel_inception_distance` and :func:`.vendi_score` called with the same options (the
+last two need no k-NN pass and are off by default). :class:`~lightning_prd.GenerativeMetrics`
+computes through :func:`scores_from_plan`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from lightning_prd.functional.density_coverage import (
     density_from_pass,
 )
 from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.kid import check_kid_options, kid_scores
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.prd import (
     check_beta,
@@ -48,6 +51,7 @@ from lightning_prd.functional.precision_recall import (
     recall_from_pass,
 )
 from lightning_prd.functional.uncertainty import split_spread
+from lightning_prd.functional.vendi import check_vendi_order, vendi_score
 
 #: options of ``prd=True`` (a dict passed as ``prd`` overrides some of them)
 PRD_DEFAULTS: Dict[str, Any] = dict(
@@ -55,6 +59,10 @@ PRD_DEFAULTS: Dict[str, Any] = dict(
 )
 #: options of ``alpha_beta=True`` (a dict passed as ``alpha_beta`` overrides some of them)
 ALPHA_BETA_DEFAULTS: Dict[str, Any] = dict(num_alphas=30, k=5)
+#: options of ``kid=True`` (the defaults of torchmetrics' ``KernelInceptionDistance``)
+KID_DEFAULTS: Dict[str, Any] = dict(subsets=100, subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0)
+#: options of ``vendi=True``
+VENDI_DEFAULTS: Dict[str, Any] = dict(q=1.0, normalize=True)
 #: the engine's tile memory budget
 _BLOCK_BYTES: int = inspect.signature(knn_pass).parameters["block_bytes"].default
 
@@ -94,6 +102,8 @@ class Plan:
     alpha_beta: Optional[Dict[str, Any]]
     error_bars: Optional[int]
     per_sample: bool
+    kid: Optional[Dict[str, Any]] = None
+    vendi: Optional[Dict[str, Any]] = None
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
 
@@ -110,6 +120,8 @@ def make_plan(
     error_bars: Optional[int],
     per_sample: bool,
     names: Optional[Mapping[str, str]] = None,
+    kid: Union[bool, Mapping[str, Any], None] = False,
+    vendi: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -131,6 +143,14 @@ def make_plan(
     if ab is not None:
         ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
+    kid_opts = _options(kid, KID_DEFAULTS, "kid")
+    if kid_opts is not None:
+        kid_keys = ("subsets", "subset_size", "degree", "gamma", "coef", "seed")
+        kid_opts.update(zip(kid_keys, check_kid_options(*(kid_opts[key] for key in kid_keys))))
+    vendi_opts = _options(vendi, VENDI_DEFAULTS, "vendi")
+    if vendi_opts is not None:
+        vendi_opts["q"] = check_vendi_order(vendi_opts["q"])
+        vendi_opts["normalize"] = _flag(vendi_opts["normalize"], "vendi['normalize']")
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
@@ -142,6 +162,8 @@ def make_plan(
         error_bars=error_bars,
         per_sample=per_sample,
         names=names,
+        kid=kid_opts,
+        vendi=vendi_opts,
     )
 
 
@@ -170,8 +192,12 @@ def scores_from_plan(
     block_bytes: int = _BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
+    vendi_real: Optional[Tensor] = None,
 ) -> Tuple[Dict[str, Tensor], Optional[PassResult]]:
-    """The scores of ``plan`` on validated features, and the k-NN pass (None when no k-NN score is asked)."""
+    """The scores of ``plan`` on validated features, and the k-NN pass (None when no k-NN score is asked).
+
+    ``vendi_real``: the real set's Vendi score with ``plan.vendi``'s options, when already known.
+    """
     _check_sizes(plan, real, fake)
     k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
     member = [k for k in (k_pr, k_dc) if k is not None]
@@ -230,6 +256,12 @@ def scores_from_plan(
         out["prd_precision"], out["prd_recall"] = precision, recall
     if plan.frechet:
         out["frechet_distance"] = frechet_distance(real, fake)
+    if plan.kid is not None:
+        values = kid_scores(real, fake, **plan.kid)
+        out["kid"], out["kid_std"] = values.mean(), values.std(correction=0)
+    if plan.vendi is not None:
+        out["vendi"] = vendi_score(fake, **plan.vendi)
+        out["vendi_real"] = vendi_score(real, **plan.vendi) if vendi_real is None else vendi_real
     return out, res
 
 
@@ -244,6 +276,8 @@ def generative_metrics(
     frechet: bool = True,
     prd: Union[bool, Mapping[str, Any]] = False,
     alpha_beta: Union[bool, Mapping[str, Any]] = False,
+    kid: Union[bool, Mapping[str, Any]] = False,
+    vendi: Union[bool, Mapping[str, Any]] = False,
     per_sample: bool = False,
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
@@ -273,7 +307,11 @@ def generative_metrics(
       2018, :func:`.prd_curve` then :func:`.prd_f_beta`);
     * with ``alpha_beta``: ``alphas``, ``alpha_precision_curve``, ``beta_recall_curve``,
       ``alpha_precision``, ``beta_recall`` (integrated) and ``authenticity`` (Alaa et al. 2022,
-      naive mode, :func:`.alpha_precision_beta_recall`).
+      naive mode, :func:`.alpha_precision_beta_recall`);
+    * with ``kid``: ``kid``, ``kid_std`` (Bińkowski et al. 2018, :func:`.kernel_inception_distance`:
+      mean and spread over random subsets of the unbiased polynomial-kernel MMD², lower is better);
+    * with ``vendi``: ``vendi`` of the generated set and ``vendi_real`` of the real set (Friedman &
+      Dieng 2023, :func:`.vendi_score`: effective number of distinct samples, no reference needed).
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k``; pass ``k_pr=5, k_dc=5`` for its setting (the papers use k = 3 and 5).
@@ -292,6 +330,11 @@ def generative_metrics(
             as :func:`.prd_curve` does by default).
         alpha_beta: α-precision / β-recall: False, True, or a dict overriding
             ``num_alphas=30, k=5``.
+        kid: the Kernel Inception Distance: False, True, or a dict overriding ``subsets=100,
+            subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0`` (each set needs at least
+            ``subset_size`` samples).
+        vendi: the Vendi score of each set: False, True, or a dict overriding ``q=1.0,
+            normalize=True``.
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -304,7 +347,8 @@ def generative_metrics(
 
     Returns:
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
-        dtype; ``frechet_distance`` and the PRD curves are float64.
+        dtype; ``frechet_distance``, ``kid``, ``kid_std``, ``vendi``, ``vendi_real`` and the PRD
+        curves are float64.
 
     Example:
         The 1-D worked example of the course note "Precision and recall for generative models" (k = 1):
@@ -330,6 +374,8 @@ def generative_metrics(
         alpha_beta=alpha_beta,
         error_bars=error_bars,
         per_sample=per_sample,
+        kid=kid,
+        vendi=vendi,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

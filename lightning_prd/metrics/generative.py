@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Union
+import dataclasses
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
+import torch
 from torch import Tensor
+from torchmetrics.utilities import rank_zero_warn
 
-from lightning_prd.functional.generative import make_plan, scores_from_plan
+from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
+from lightning_prd.functional.vendi import vendi_score
 from lightning_prd.metrics._base import FeatureMetric
 
 
@@ -29,6 +33,15 @@ class GenerativeMetrics(FeatureMetric):
         alpha_beta: α-precision / β-recall / authenticity in the naive mode (Alaa et al.): True,
             False, or a dict overriding ``num_alphas=30, k=5``. For the one-class embedding use
             :class:`~lightning_prd.AlphaPrecisionBetaRecall`.
+        kid: Kernel Inception Distance (Bińkowski et al.), off by default (it draws its own
+            subsets, a separate pass): True, or a dict overriding ``subsets=100,
+            subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0``. When a set holds fewer
+            than ``subset_size`` samples, the subsets take ``min(N, M)`` samples instead, with a
+            warning (once): MMD² stays unbiased, only its spread grows (torchmetrics raises;
+            :func:`~lightning_prd.functional.kernel_inception_distance` raises too).
+        vendi: Vendi score (Friedman & Dieng) of the generated set and of the real set, off by
+            default: True, or a dict overriding ``q=1.0, normalize=True``. With
+            ``reset_real_features=False`` the real set's value is computed once.
         error_bars: None (default), or a number S >= 2 of disjoint generated subsamples: adds
             ``<name>_std`` for precision, recall, density and coverage, their standard deviation
             over the S parts (each scored against the full real set; see
@@ -41,7 +54,8 @@ class GenerativeMetrics(FeatureMetric):
     ``coverage``, ``frechet_distance``; with ``prd``: ``f_beta``, ``f_inv_beta`` and the curves
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
-    ``beta_recall_curve``; with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is
+    ``beta_recall_curve``; with ``kid``: ``kid``, ``kid_std``; with ``vendi``: ``vendi`` (generated
+    set), ``vendi_real`` (real set); with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is
     reported: a sample at distance 0 from a kept real sample scores ``inf``).
 
     Example:
@@ -65,6 +79,8 @@ class GenerativeMetrics(FeatureMetric):
         frechet: bool = True,
         prd: Union[bool, Mapping[str, Any]] = True,
         alpha_beta: Union[bool, Mapping[str, Any]] = True,
+        kid: Union[bool, Mapping[str, Any]] = False,
+        vendi: Union[bool, Mapping[str, Any]] = False,
         error_bars: Optional[int] = None,
         per_sample: bool = False,
         **kwargs: Any,
@@ -80,22 +96,61 @@ class GenerativeMetrics(FeatureMetric):
             error_bars=error_bars,
             per_sample=bool(per_sample),
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
+            kid=kid,
+            vendi=vendi,
         )
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
+        self.kid, self.vendi = self.plan.kid, self.plan.vendi
         super().__init__(**kwargs)
+        self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
+        self._kid_warned = False
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         out, res = scores_from_plan(
             real,
             fake,
-            self.plan,
+            self._fitted_plan(real.shape[0], fake.shape[0]),
             dtype=self.knn_dtype,
             block_bytes=self.block_bytes,
             real_cache=self.real_side(real),
             shard=self.knn_shard(),
+            vendi_real=self._real_vendi(real),
         )
         if res is not None:
             self._real_cache = res.real
         return out
+
+    def _fitted_plan(self, num_real: int, num_fake: int) -> Plan:
+        """The plan, with KID's ``subset_size`` cut to ``min(N, M)`` when a set is smaller."""
+        kid = self.plan.kid
+        if kid is None or min(num_real, num_fake) >= kid["subset_size"]:
+            return self.plan
+        size = min(num_real, num_fake)
+        if not self._kid_warned:
+            self._kid_warned = True
+            rank_zero_warn(
+                f"KID: `subset_size={kid['subset_size']}` is more than the smaller set holds "
+                f"(N = {num_real} real, M = {num_fake} generated); subsets of {size} samples are used",
+                UserWarning,
+            )
+        return dataclasses.replace(self.plan, kid={**kid, "subset_size": size})
+
+    def _real_vendi(self, real: Tensor) -> Optional[Tensor]:
+        """The real set's Vendi score, computed once while the real features stay the same."""
+        if self.plan.vendi is None:
+            return None
+        cached = self._vendi_real
+        if cached is not None and cached[0].shape == real.shape and cached[0].device == real.device:
+            if cached[0] is real or bool(torch.equal(cached[0], real)):
+                return cached[1]
+        value = vendi_score(real, **self.plan.vendi)
+        self._vendi_real = (real, value)
+        return value
+
+    def reset(self) -> None:
+        """Clear the accumulated features (and the real set's cached Vendi score unless it is kept)."""
+        if self.reset_real_features:
+            self._vendi_real = None
+        super().reset()
