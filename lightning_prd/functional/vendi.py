@@ -26,7 +26,10 @@ def check_vendi_order(q: Any) -> float:
     """The order ``q`` as a float in ``(0, inf]`` (the string ``"inf"`` is accepted, as in ``vendi-score``)."""
     if isinstance(q, str) and q.strip().lower() == "inf":
         return math.inf
-    return check_real(q, "q", low=0, low_open=True, allow_inf=True)
+    try:
+        return check_real(q, "q", low=0, low_open=True, allow_inf=True)
+    except ValueError:
+        raise ValueError(f'Expected argument `q` to be a number in (0, inf] (or "inf"), but got {q!r}') from None
 
 
 def _gram64(x: Tensor, normalize: bool, chunk: int = 4096) -> Tensor:
