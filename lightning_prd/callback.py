@@ -530,7 +530,8 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     * ``Pdensity``, ``Pcoverage``: Naeem et al. 2020, k=5;
     * ``Pfrechet_distance``: the FID formula on the features (lower is better);
     * when the metric returns them: ``Pf_beta``, ``Pf_inv_beta`` (PRD F_8, F_1/8),
-      ``Palpha_precision``, ``Pbeta_recall``, ``Pauthenticity``.
+      ``Palpha_precision``, ``Pbeta_recall``, ``Pauthenticity``; with ``metric=dict(kid=True)``
+      ``Pkid``, ``Pkid_std``; with ``metric=dict(vendi=True)`` ``Pvendi``, ``Pvendi_real``.
 
     They go to ``trainer.callback_metrics`` on every rank (so ``ModelCheckpoint(monitor=
     "prd/coverage", mode="max")`` and ``EarlyStopping`` work) and, from rank 0, to every logger:

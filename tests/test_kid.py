@@ -229,3 +229,12 @@ def test_callback_logs_kid(tmp_path):
     trainer.fit(Sampler())
     assert {"prd/kid", "prd/kid_std"} <= set(trainer.callback_metrics)
     assert float(trainer.callback_metrics["prd/kid"]) == pytest.approx(cb.history[-1]["kid"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_draws_the_same_subsets_as_the_cpu():
+    cpu = kernel_inception_distance(REAL, FAKE, subsets=5, subset_size=60, seed=1)
+    cuda = kernel_inception_distance(REAL.cuda(), FAKE.cuda(), subsets=5, subset_size=60, seed=1)
+    assert cuda[0].device.type == "cuda"
+    for a, b in zip(cpu, cuda):
+        assert float(b) == pytest.approx(float(a), rel=1e-10, abs=1e-14)

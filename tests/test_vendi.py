@@ -225,3 +225,13 @@ def test_callback_logs_vendi(tmp_path):
     assert {"prd/vendi", "prd/vendi_real"} <= set(trainer.callback_metrics)
     assert float(trainer.callback_metrics["prd/vendi_real"]) == pytest.approx(float(vendi_score(real)), rel=1e-6)
     assert [h["vendi_real"] for h in cb.history] == [cb.history[0]["vendi_real"]] * 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("shape", [(300, 20), (12, 40)], ids=["n>D", "n<D"])
+def test_cuda_equals_cpu(shape):
+    x = torch.from_numpy(data(*shape, seed=8))
+    for q in ORDERS:
+        got = vendi_score(x.cuda(), q=q)
+        assert got.device.type == "cuda"
+        assert float(got) == pytest.approx(float(vendi_score(x, q=q)), rel=1e-10)
