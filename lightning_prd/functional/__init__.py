@@ -11,6 +11,7 @@ from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.generative import generative_metrics
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
+from lightning_prd.functional.top_pr import top_precision_recall
 
 __all__ = [
     "alpha_beta_masks",
@@ -26,5 +27,6 @@ __all__ = [
     "prd_from_histograms",
     "precision_recall",
     "realism_score",
+    "top_precision_recall",
     "train_oneclass",
 ]

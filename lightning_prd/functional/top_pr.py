@@ -67,7 +67,7 @@ def _support(
 ) -> Tuple[float, Tensor, Tensor]:
     """Bandwidth ``h``, density at the set's own points ``p_hat`` ``[n]``, and the band ``c`` (0-dim)."""
     radii = kth_distance(x, k, rule=rule, block_bytes=block_bytes).sort().values
-    h = float(radii[(radii.numel() - 1) // 2])  # the lower median (one host read per set)
+    h = float(radii[max(radii.numel() // 2 - 1, 0)])  # the official code's median index (one host read)
     if h <= 0:
         raise ValueError(
             f"TopP&R's bandwidth is 0: more than half of the samples have {k} exact duplicates; "
@@ -115,8 +115,9 @@ def top_precision_recall(
         \mathrm{TopR} = \frac{\#\{i : \hat p_r(x_i) > c_r,\ \hat p_g(x_i) > c_g\}}
                              {\#\{i : \hat p_r(x_i) > c_r\}},
 
-    and ``top_f1`` their harmonic mean. Bandwidth :math:`h` (per set): the lower median over
-    the samples of a k-th neighbour distance, ``k = 5 d`` (d the working dimension). Features
+    and ``top_f1`` their harmonic mean. Bandwidth :math:`h` (per set): the median of the
+    samples' k-th neighbour distances (the :math:`\lfloor n'/2 \rfloor`-th smallest of the n'
+    values, as the official code takes it), ``k = 5 d`` (d the working dimension). Features
     wider than ``projection_dim`` are first mapped by one random linear projection (no bias,
     Xavier-normal; both sets by the same matrix).
 
