@@ -188,6 +188,11 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
     p.add_argument(
+        "--top-pr",
+        action="store_true",
+        help="also TopP&R (top_precision, top_recall, top_f1; its own pass; more than 160 samples per set)",
+    )
+    p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
@@ -269,6 +274,7 @@ class _Scorer:
             reset_real_features=False,
             prd=prd if self.prd else False,
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
+            top_pr=bool(args.top_pr),
         ).to(device)
         self.metric.update(self.real, real=True)
 
@@ -337,6 +343,7 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
             else None
         ),
         "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
+        "top_pr": scorer.metric.top_pr,
     }
 
 

@@ -34,6 +34,9 @@ DIRECTIONS: Dict[str, str] = {
     "beta_recall": "higher",
     "authenticity": "higher",
     "frechet_distance": "lower",
+    "top_precision": "higher",
+    "top_recall": "higher",
+    "top_f1": "higher",
 }
 
 #: how each direction reads in a table

@@ -47,6 +47,7 @@ from lightning_prd.functional.precision_recall import (
     precision_from_pass,
     recall_from_pass,
 )
+from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, check_top_pr_options, top_precision_recall
 from lightning_prd.functional.uncertainty import split_spread
 
 #: options of ``prd=True`` (a dict passed as ``prd`` overrides some of them)
@@ -94,6 +95,8 @@ class Plan:
     alpha_beta: Optional[Dict[str, Any]]
     error_bars: Optional[int]
     per_sample: bool
+    #: TopP&R options (None: not computed); a separate pass in a random 32-D projection
+    top_pr: Optional[Dict[str, Any]] = None
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
 
@@ -110,6 +113,7 @@ def make_plan(
     error_bars: Optional[int],
     per_sample: bool,
     names: Optional[Mapping[str, str]] = None,
+    top_pr: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -131,6 +135,9 @@ def make_plan(
     if ab is not None:
         ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
+    top = _options(top_pr, TOP_PR_DEFAULTS, "top_pr")
+    if top is not None:
+        top = check_top_pr_options(**top, owner="top_pr")
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
@@ -141,6 +148,7 @@ def make_plan(
         alpha_beta=ab,
         error_bars=error_bars,
         per_sample=per_sample,
+        top_pr=top,
         names=names,
     )
 
@@ -230,6 +238,8 @@ def scores_from_plan(
         out["prd_precision"], out["prd_recall"] = precision, recall
     if plan.frechet:
         out["frechet_distance"] = frechet_distance(real, fake)
+    if plan.top_pr is not None:
+        out.update(top_precision_recall(real, fake, **plan.top_pr, block_bytes=block_bytes))
     return out, res
 
 
@@ -244,6 +254,7 @@ def generative_metrics(
     frechet: bool = True,
     prd: Union[bool, Mapping[str, Any]] = False,
     alpha_beta: Union[bool, Mapping[str, Any]] = False,
+    top_pr: Union[bool, Mapping[str, Any]] = False,
     per_sample: bool = False,
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
@@ -273,7 +284,9 @@ def generative_metrics(
       2018, :func:`.prd_curve` then :func:`.prd_f_beta`);
     * with ``alpha_beta``: ``alphas``, ``alpha_precision_curve``, ``beta_recall_curve``,
       ``alpha_precision``, ``beta_recall`` (integrated) and ``authenticity`` (Alaa et al. 2022,
-      naive mode, :func:`.alpha_precision_beta_recall`).
+      naive mode, :func:`.alpha_precision_beta_recall`);
+    * with ``top_pr``: ``top_precision``, ``top_recall``, ``top_f1`` (Kim et al. 2023,
+      :func:`.top_precision_recall`; its own pass in a random 32-D projection).
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k``; pass ``k_pr=5, k_dc=5`` for its setting (the papers use k = 3 and 5).
@@ -292,6 +305,9 @@ def generative_metrics(
             as :func:`.prd_curve` does by default).
         alpha_beta: α-precision / β-recall: False, True, or a dict overriding
             ``num_alphas=30, k=5``.
+        top_pr: TopP&R: False, True, or a dict overriding ``alpha=0.1, num_bootstrap=10,
+            projection_dim=32, k=None, bandwidth="half_row", seed=99`` (the official code's
+            settings; each set then needs more than 160 samples).
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -330,6 +346,7 @@ def generative_metrics(
         alpha_beta=alpha_beta,
         error_bars=error_bars,
         per_sample=per_sample,
+        top_pr=top_pr,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

@@ -28,6 +28,43 @@ from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
 BANDWIDTH_RULES = ("knn", "half_row")
 
 
+#: the options of :func:`top_precision_recall` and their defaults (the official code's)
+TOP_PR_DEFAULTS: Dict[str, Any] = dict(
+    alpha=0.1, num_bootstrap=10, projection_dim=32, k=None, bandwidth="half_row", seed=99
+)
+
+
+def check_top_pr_options(
+    *, alpha: Any, num_bootstrap: Any, projection_dim: Any, k: Any, bandwidth: Any, seed: Any, owner: str = ""
+) -> Dict[str, Any]:
+    """The options of :func:`top_precision_recall`, validated (errors name ``owner['name']`` if given).
+
+    Example:
+        >>> check_top_pr_options(**{**TOP_PR_DEFAULTS, "k": 0}, owner="top_pr")
+        Traceback (most recent call last):
+        ...
+        ValueError: Expected argument `top_pr['k']` to be a positive integer, but got 0
+    """
+
+    def name(key: str) -> str:
+        return f"{owner}['{key}']" if owner else key
+
+    return dict(
+        alpha=check_real(alpha, name("alpha"), low=0.0, high=1.0, low_open=True, high_open=True),
+        num_bootstrap=check_positive_int(num_bootstrap, name("num_bootstrap")),
+        projection_dim=None if projection_dim is None else check_positive_int(projection_dim, name("projection_dim")),
+        k=None if k is None else check_positive_int(k, name("k")),
+        bandwidth=_check_rule(bandwidth, name("bandwidth")),
+        seed=check_seed(seed, name("seed")),
+    )
+
+
+def _check_rule(value: Any, name: str) -> str:
+    if not isinstance(value, str) or value not in BANDWIDTH_RULES:
+        raise ValueError(f"Expected argument `{name}` to be one of {BANDWIDTH_RULES}, but got {value!r}")
+    return value
+
+
 def top_pr_draws(
     num_real: int, num_fake: int, dim: int, *, projection_dim: Optional[int], num_bootstrap: int, seed: int
 ) -> Tuple[Optional[Tensor], Tensor, Tensor]:
@@ -60,6 +97,13 @@ def _counts(idx: Tensor, n: int, device: torch.device) -> Tensor:
     idx = idx.to(device)
     ones = torch.ones(idx.shape, dtype=torch.float64, device=device)
     return torch.zeros(idx.shape[0], n, dtype=torch.float64, device=device).scatter_add_(1, idx, ones)
+
+
+def _project(x: Tensor, weight: Optional[Tensor], chunk: int = 8192) -> Tensor:
+    """``x`` in float64, through ``weight`` ``[d, D]`` if given, in row chunks (no float64 copy of ``[N, D]``)."""
+    if weight is None:
+        return x.to(torch.float64)
+    return torch.cat([x[i : i + chunk].to(torch.float64) @ weight.T for i in range(0, x.shape[0], chunk)])
 
 
 def _support(
@@ -173,17 +217,15 @@ def top_precision_recall(
     """
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)
-    alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    num_bootstrap = check_positive_int(num_bootstrap, "num_bootstrap")
-    if projection_dim is not None:
-        projection_dim = check_positive_int(projection_dim, "projection_dim")
-    if bandwidth not in BANDWIDTH_RULES:
-        raise ValueError(f"Expected argument `bandwidth` to be one of {BANDWIDTH_RULES}, but got {bandwidth!r}")
-    seed = check_seed(seed)
+    opts = check_top_pr_options(
+        alpha=alpha, num_bootstrap=num_bootstrap, projection_dim=projection_dim, k=k, bandwidth=bandwidth, seed=seed
+    )
+    alpha, num_bootstrap, projection_dim = opts["alpha"], opts["num_bootstrap"], opts["projection_dim"]
+    k, bandwidth, seed = opts["k"], opts["bandwidth"], opts["seed"]
     block_bytes = check_block_bytes(block_bytes)
     dim = real.shape[1]
     work_dim = dim if projection_dim is None else min(dim, projection_dim)
-    k = 5 * work_dim if k is None else check_positive_int(k, "k")
+    k = 5 * work_dim if k is None else k
     for name, x in (("real", real), ("fake", fake)):
         if x.shape[0] <= k:
             raise ValueError(
@@ -193,10 +235,8 @@ def top_precision_recall(
     weight, resamples_r, resamples_f = top_pr_draws(
         real.shape[0], fake.shape[0], dim, projection_dim=projection_dim, num_bootstrap=num_bootstrap, seed=seed
     )
-    r64, f64 = real.to(torch.float64), fake.to(torch.float64)
-    if weight is not None:
-        w = weight.to(device=real.device, dtype=torch.float64)
-        r64, f64 = r64 @ w.T, f64 @ w.T
+    w = None if weight is None else weight.to(device=real.device, dtype=torch.float64)
+    r64, f64 = _project(real, w), _project(fake, w)
     centre = r64.mean(0)
     r64, f64 = r64 - centre, f64 - centre
     h_r, p_rr, c_r = _support(r64, resamples_r, k, bandwidth, alpha, block_bytes)
@@ -213,4 +253,4 @@ def top_precision_recall(
     return {"top_precision": precision, "top_recall": recall, "top_f1": f1}
 
 
-__all__ = ["BANDWIDTH_RULES", "top_pr_draws", "top_precision_recall"]
+__all__ = ["BANDWIDTH_RULES", "TOP_PR_DEFAULTS", "check_top_pr_options", "top_pr_draws", "top_precision_recall"]

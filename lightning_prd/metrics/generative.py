@@ -29,6 +29,9 @@ class GenerativeMetrics(FeatureMetric):
         alpha_beta: α-precision / β-recall / authenticity in the naive mode (Alaa et al.): True,
             False, or a dict overriding ``num_alphas=30, k=5``. For the one-class embedding use
             :class:`~lightning_prd.AlphaPrecisionBetaRecall`.
+        top_pr: TopP&R (Kim et al. 2023, :func:`~lightning_prd.functional.top_precision_recall`):
+            False (default: it costs its own pass), True, or a dict overriding ``alpha=0.1,
+            num_bootstrap=10, projection_dim=32, k=None, bandwidth="half_row", seed=99``.
         error_bars: None (default), or a number S >= 2 of disjoint generated subsamples: adds
             ``<name>_std`` for precision, recall, density and coverage, their standard deviation
             over the S parts (each scored against the full real set; see
@@ -65,6 +68,7 @@ class GenerativeMetrics(FeatureMetric):
         frechet: bool = True,
         prd: Union[bool, Mapping[str, Any]] = True,
         alpha_beta: Union[bool, Mapping[str, Any]] = True,
+        top_pr: Union[bool, Mapping[str, Any]] = False,
         error_bars: Optional[int] = None,
         per_sample: bool = False,
         **kwargs: Any,
@@ -80,10 +84,12 @@ class GenerativeMetrics(FeatureMetric):
             error_bars=error_bars,
             per_sample=bool(per_sample),
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
+            top_pr=top_pr,
         )
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
+        self.top_pr = self.plan.top_pr
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
