@@ -86,12 +86,15 @@ def test_options_follow_the_oracle_and_tiles_do_not_matter():
     real, fake = _sets(260, 210, 40, seed=3, scale=1.2, shift=0.1)
     opts = dict(alpha=0.25, num_bootstrap=7, projection_dim=12, k=30, bandwidth="knn", seed=5)
     got = top_precision_recall(real, fake, **opts)
-    tiny = top_precision_recall(real, fake, **opts, block_bytes=8 * 40 * 40 * 4)  # 40 x 40 tiles
+    tiny = top_precision_recall(real, fake, **opts, block_bytes=8 * 96 * 96 * 4)  # 96 x 96 tiles, uneven edges
     weight, idx_r, idx_f = top_pr_draws(260, 210, 40, projection_dim=12, num_bootstrap=7, seed=5)
     want = oracle(real.numpy(), fake.numpy(), weight, idx_r, idx_f, k=30, rule="knn", alpha=0.25)
     for key in KEYS:
         assert float(got[key]) == pytest.approx(want[key], abs=1e-12), key
         assert float(tiny[key]) == pytest.approx(float(got[key]), abs=1e-12), key
+    half = dict(projection_dim=12, k=30, bandwidth="half_row", seed=5)
+    tiled, whole = (top_precision_recall(real, fake, **half, block_bytes=b) for b in (8 * 96 * 96 * 4, 2**28))
+    assert all(float(tiled[key]) == pytest.approx(float(whole[key]), abs=1e-12) for key in KEYS)
     # no projection: the features are used as they are
     raw = top_precision_recall(real, fake, projection_dim=None, k=30, seed=5)
     _, idx_r, idx_f = top_pr_draws(260, 210, 40, projection_dim=None, num_bootstrap=10, seed=5)
@@ -252,5 +255,5 @@ def test_bad_sets_name_the_argument():
         top_precision_recall(real, fake[:, :10])
     with pytest.raises(ValueError, match="`real` to be finite"):
         top_precision_recall(torch.full((200, 64), float("nan")), fake, k=50)
-    with pytest.raises(ValueError, match="bandwidth is 0"):
+    with pytest.raises(ValueError, match="`real` to have distinct samples.*bandwidth of it is 0"):
         top_precision_recall(torch.zeros(60, 3), torch.randn(60, 3), k=5)

@@ -1,6 +1,7 @@
 """The TopP&R family switch: ``generative_metrics(top_pr=...)``, ``GenerativeMetrics(top_pr=...)``,
 the CLI's ``--top-pr`` column and the callback's logged keys."""
 
+import inspect
 import json
 import warnings
 
@@ -14,12 +15,19 @@ from lightning_prd import GenerativeMetrics
 from lightning_prd.callback import PRDCallback
 from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, top_precision_recall
+from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS
 from lightning_prd.scores import direction
 
 KEYS = ("top_precision", "top_recall", "top_f1")
 G = torch.Generator().manual_seed(3)
 REAL = torch.randn(260, 6, generator=G)
 FAKE = 1.3 * torch.randn(230, 6, generator=G)
+
+
+def test_switch_defaults_are_the_function_defaults():
+    params = inspect.signature(top_precision_recall).parameters
+    assert TOP_PR_DEFAULTS == {name: params[name].default for name in TOP_PR_DEFAULTS}
+    assert set(params) - set(TOP_PR_DEFAULTS) == {"real", "fake", "block_bytes"}
 
 
 def test_functional_switch_equals_the_function():

@@ -107,15 +107,15 @@ def _project(x: Tensor, weight: Optional[Tensor], chunk: int = 8192) -> Tensor:
 
 
 def _support(
-    x: Tensor, resamples: Tensor, k: int, rule: str, alpha: float, block_bytes: int
+    x: Tensor, resamples: Tensor, k: int, rule: str, alpha: float, block_bytes: int, name: str
 ) -> Tuple[float, Tensor, Tensor]:
     """Bandwidth ``h``, density at the set's own points ``p_hat`` ``[n]``, and the band ``c`` (0-dim)."""
     radii = kth_distance(x, k, rule=rule, block_bytes=block_bytes).sort().values
     h = float(radii[max(radii.numel() // 2 - 1, 0)])  # the official code's median index (one host read)
     if h <= 0:
         raise ValueError(
-            f"TopP&R's bandwidth is 0: more than half of the samples have {k} exact duplicates; "
-            "the kernel density estimate is undefined"
+            f"Expected argument `{name}` to have distinct samples, but TopP&R's bandwidth of it is 0 (half of "
+            f"its samples have {k} exact duplicates): its kernel density estimate is undefined"
         )
     n = x.shape[0]
     weights = torch.cat([torch.ones(1, n, dtype=torch.float64, device=x.device), _counts(resamples, n, x.device)])
@@ -239,8 +239,8 @@ def top_precision_recall(
     r64, f64 = _project(real, w), _project(fake, w)
     centre = r64.mean(0)
     r64, f64 = r64 - centre, f64 - centre
-    h_r, p_rr, c_r = _support(r64, resamples_r, k, bandwidth, alpha, block_bytes)
-    h_f, p_ff, c_f = _support(f64, resamples_f, k, bandwidth, alpha, block_bytes)
+    h_r, p_rr, c_r = _support(r64, resamples_r, k, bandwidth, alpha, block_bytes, "real")
+    h_f, p_ff, c_f = _support(f64, resamples_f, k, bandwidth, alpha, block_bytes, "fake")
     ones_r = torch.ones(1, real.shape[0], dtype=torch.float64, device=real.device)
     ones_f = torch.ones(1, fake.shape[0], dtype=torch.float64, device=real.device)
     p_fr = cosine_kernel_sums(r64, f64, h_f, ones_f, block_bytes=block_bytes)[:, 0] / fake.shape[0]
