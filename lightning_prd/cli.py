@@ -194,6 +194,11 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     )
     p.add_argument("--vendi", action="store_true", help="add the Vendi score of the generated and of the real set")
     p.add_argument(
+        "--top-pr",
+        action="store_true",
+        help="add TopP&R (top_precision, top_recall, top_f1; its own pass; more than 160 samples per set)",
+    )
+    p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
@@ -277,6 +282,7 @@ class _Scorer:
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
             kid=dict(seed=args.seed) if args.kid else False,
             vendi=args.vendi,
+            top_pr=bool(args.top_pr),
         ).to(device)
         self.metric.update(self.real, real=True)
 
@@ -347,6 +353,7 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
         "kid": scorer.metric.kid,
         "vendi": scorer.metric.vendi,
+        "top_pr": scorer.metric.top_pr,
     }
 
 

@@ -37,6 +37,9 @@ DIRECTIONS: Dict[str, str] = {
     "kid": "lower",
     "vendi": "higher",
     "vendi_real": "higher",
+    "top_precision": "higher",
+    "top_recall": "higher",
+    "top_f1": "higher",
 }
 
 #: how each direction reads in a table

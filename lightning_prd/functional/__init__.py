@@ -12,6 +12,7 @@ from lightning_prd.functional.generative import generative_metrics
 from lightning_prd.functional.kid import kernel_inception_distance
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
+from lightning_prd.functional.top_pr import top_precision_recall
 from lightning_prd.functional.vendi import vendi_score
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "prd_from_histograms",
     "precision_recall",
     "realism_score",
+    "top_precision_recall",
     "train_oneclass",
     "vendi_score",
 ]

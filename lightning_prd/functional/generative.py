@@ -50,6 +50,7 @@ from lightning_prd.functional.precision_recall import (
     precision_from_pass,
     recall_from_pass,
 )
+from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, check_top_pr_options, top_precision_recall
 from lightning_prd.functional.uncertainty import split_spread
 from lightning_prd.functional.vendi import check_vendi_order, vendi_score
 
@@ -104,6 +105,8 @@ class Plan:
     per_sample: bool
     kid: Optional[Dict[str, Any]] = None
     vendi: Optional[Dict[str, Any]] = None
+    #: TopP&R options (None: not computed); a separate pass in a random 32-D projection
+    top_pr: Optional[Dict[str, Any]] = None
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
 
@@ -122,6 +125,7 @@ def make_plan(
     names: Optional[Mapping[str, str]] = None,
     kid: Union[bool, Mapping[str, Any], None] = False,
     vendi: Union[bool, Mapping[str, Any], None] = False,
+    top_pr: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -151,6 +155,9 @@ def make_plan(
     if vendi_opts is not None:
         vendi_opts["q"] = check_vendi_order(vendi_opts["q"])
         vendi_opts["normalize"] = _flag(vendi_opts["normalize"], "vendi['normalize']")
+    top = _options(top_pr, TOP_PR_DEFAULTS, "top_pr")
+    if top is not None:
+        top = check_top_pr_options(**top, owner="top_pr")
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
@@ -161,6 +168,7 @@ def make_plan(
         alpha_beta=ab,
         error_bars=error_bars,
         per_sample=per_sample,
+        top_pr=top,
         names=names,
         kid=kid_opts,
         vendi=vendi_opts,
@@ -262,6 +270,8 @@ def scores_from_plan(
     if plan.vendi is not None:
         out["vendi"] = vendi_score(fake, **plan.vendi)
         out["vendi_real"] = vendi_score(real, **plan.vendi) if vendi_real is None else vendi_real
+    if plan.top_pr is not None:
+        out.update(top_precision_recall(real, fake, **plan.top_pr, block_bytes=block_bytes))
     return out, res
 
 
@@ -278,6 +288,7 @@ def generative_metrics(
     alpha_beta: Union[bool, Mapping[str, Any]] = False,
     kid: Union[bool, Mapping[str, Any]] = False,
     vendi: Union[bool, Mapping[str, Any]] = False,
+    top_pr: Union[bool, Mapping[str, Any]] = False,
     per_sample: bool = False,
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
@@ -312,6 +323,8 @@ def generative_metrics(
       mean and spread over random subsets of the unbiased polynomial-kernel MMD², lower is better);
     * with ``vendi``: ``vendi`` of the generated set and ``vendi_real`` of the real set (Friedman &
       Dieng 2023, :func:`.vendi_score`: effective number of distinct samples, no reference needed).
+    * with ``top_pr``: ``top_precision``, ``top_recall``, ``top_f1`` (Kim et al. 2023,
+      :func:`.top_precision_recall`; its own pass in a random 32-D projection).
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k``; pass ``k_pr=5, k_dc=5`` for its setting (the papers use k = 3 and 5).
@@ -335,6 +348,9 @@ def generative_metrics(
             ``subset_size`` samples).
         vendi: the Vendi score of each set: False, True, or a dict overriding ``q=1.0,
             normalize=True``.
+        top_pr: TopP&R: False, True, or a dict overriding ``alpha=0.1, num_bootstrap=10,
+            projection_dim=32, k=None, bandwidth="half_row", seed=99`` (the official code's
+            settings; each set then needs more than 160 samples).
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -376,6 +392,7 @@ def generative_metrics(
         per_sample=per_sample,
         kid=kid,
         vendi=vendi,
+        top_pr=top_pr,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

@@ -42,6 +42,9 @@ class GenerativeMetrics(FeatureMetric):
         vendi: Vendi score (Friedman & Dieng) of the generated set and of the real set, off by
             default: True, or a dict overriding ``q=1.0, normalize=True``. With
             ``reset_real_features=False`` the real set's value is computed once.
+        top_pr: TopP&R (Kim et al. 2023, :func:`~lightning_prd.functional.top_precision_recall`):
+            False (default: it costs its own pass), True, or a dict overriding ``alpha=0.1,
+            num_bootstrap=10, projection_dim=32, k=None, bandwidth="half_row", seed=99``.
         error_bars: None (default), or a number S >= 2 of disjoint generated subsamples: adds
             ``<name>_std`` for precision, recall, density and coverage, their standard deviation
             over the S parts (each scored against the full real set; see
@@ -81,6 +84,7 @@ class GenerativeMetrics(FeatureMetric):
         alpha_beta: Union[bool, Mapping[str, Any]] = True,
         kid: Union[bool, Mapping[str, Any]] = False,
         vendi: Union[bool, Mapping[str, Any]] = False,
+        top_pr: Union[bool, Mapping[str, Any]] = False,
         error_bars: Optional[int] = None,
         per_sample: bool = False,
         **kwargs: Any,
@@ -98,11 +102,13 @@ class GenerativeMetrics(FeatureMetric):
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
             kid=kid,
             vendi=vendi,
+            top_pr=top_pr,
         )
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
         self.kid, self.vendi = self.plan.kid, self.plan.vendi
+        self.top_pr = self.plan.top_pr
         super().__init__(**kwargs)
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False

@@ -1,0 +1,105 @@
+r"""Blocked float64 kernel sums and k-th neighbour distances for kernel density supports (TopP&R).
+
+The k-NN metrics decide ``d <= r``; a kernel density estimate instead sums a kernel of every
+distance, so these tiles are plain float64 (on data centred by one shared point, clamped at
+0) rather than the rounding-interval machinery of the other stages. TopP&R works in a
+32-D random projection, where a float64 GEMM tile is cheap.
+
+* :func:`kth_distance` - each row's distance to its k-th neighbour in its own set, either a
+  true k-NN (the row itself excluded) or the official TopP&R code's "half-row" rule (rows
+  ``i < n - k``, neighbours ``j > i`` only);
+* :func:`cosine_kernel_sums` - :math:`S_b(y) = \sum_i W_{bi}\cos(\tfrac{\pi}{2}\lVert y -
+  x_i\rVert/h)\,[\lVert y - x_i\rVert \le h]` for several weight rows ``W`` at once (the
+  plain estimate and all bootstrap replicates from one pass: ``K(D) @ W^T``).
+
+No ``N x M`` matrix is formed: a tile holds at most ``block_bytes`` of float64 values (and a
+few temporaries of its size). Nothing leaves the device until the caller reads the result.
+
+Example:
+    >>> import torch
+    >>> x = torch.tensor([[0.0], [1.0], [3.0]], dtype=torch.float64)
+    >>> kth_distance(x, 1, rule="knn").tolist()
+    [1.0, 1.0, 2.0]
+    >>> kth_distance(x, 1, rule="half_row").tolist()
+    [1.0, 2.0]
+    >>> s = cosine_kernel_sums(x, x, 2.0, torch.ones(1, 3, dtype=torch.float64))
+    >>> [round(v, 4) for v in s[:, 0].tolist()]
+    [1.7071, 1.7071, 1.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator, Tuple
+
+import torch
+from torch import Tensor
+
+from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
+
+#: float64 tile temporaries alive at once (squared distances, kernel, mask, top-k buffer)
+_TEMPORARIES = 4
+
+
+def _side(block_bytes: int, extra_cols: int = 0) -> int:
+    """Rows (= columns) of a square float64 tile within ``block_bytes``."""
+    side = int(math.isqrt(max(1, block_bytes // (8 * _TEMPORARIES))))
+    return max(1, side - extra_cols // 2)
+
+
+def _sq_norms(x: Tensor) -> Tensor:
+    return (x * x).sum(1)
+
+
+def _tiles(a: Tensor, b: Tensor, side: int, col_start: int = 0) -> Iterator[Tuple[int, int, Tensor]]:
+    """``(i0, j0, tile)`` of squared distances ``|a_i - b_j|^2`` (float64, clamped at 0)."""
+    na, nb = _sq_norms(a), _sq_norms(b)
+    for i0 in range(0, a.shape[0], side):
+        rows = a[i0 : i0 + side]
+        for j0 in range(col_start, b.shape[0], side):
+            sq = torch.addmm(nb[None, j0 : j0 + side], rows, b[j0 : j0 + side].T, alpha=-2.0)
+            yield i0, j0, (sq + na[i0 : i0 + side, None]).clamp_(min=0.0)
+
+
+def kth_distance(x: Tensor, k: int, *, rule: str = "knn", block_bytes: int = DEFAULT_BLOCK_BYTES) -> Tensor:
+    """Distance of each row of centred float64 ``x`` ``[n, d]`` to its k-th neighbour.
+
+    ``rule="knn"``: over all other rows (``n`` values; an exact duplicate counts, at distance
+    ~0). ``rule="half_row"``: for rows ``i < n - k`` only, over the rows ``j > i`` (``n - k``
+    values), as the official TopP&R code computes its "balloon" bandwidths. The caller
+    ensures ``n > k``.
+    """
+    n = x.shape[0]
+    half = rule == "half_row"
+    rows = n - k if half else n
+    side = _side(block_bytes, extra_cols=k)
+    best = torch.full((rows, k), math.inf, dtype=torch.float64, device=x.device)
+    col = torch.arange(n, device=x.device)
+    for i0, j0, sq in _tiles(x[:rows], x, side):
+        r = torch.arange(i0, i0 + sq.shape[0], device=x.device)[:, None]
+        c = col[None, j0 : j0 + sq.shape[1]]
+        if half and j0 + sq.shape[1] <= i0 + 1:  # every column j <= i: nothing to merge
+            continue
+        sq = sq.masked_fill(c <= r if half else c == r, math.inf)
+        merged = torch.cat([best[i0 : i0 + sq.shape[0]], sq], dim=1)
+        best[i0 : i0 + sq.shape[0]] = merged.topk(k, dim=1, largest=False, sorted=True).values
+    return best[:, k - 1].sqrt()
+
+
+def cosine_kernel_sums(
+    positions: Tensor, data: Tensor, h: float, weights: Tensor, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> Tensor:
+    r"""``[P, B]`` sums :math:`\sum_i W_{bi} K(\lVert y_p - x_i\rVert / h)` with the cosine kernel.
+
+    :math:`K(u) = \cos(\pi u / 2)` for :math:`u \le 1`, else 0 (the compact cosine kernel of
+    TopP&R, without its normalising constant). ``positions`` ``[P, d]`` and ``data`` ``[n, d]``
+    are float64 and centred by the same point; ``weights`` is ``[B, n]`` float64 (a row of ones
+    gives the plain sum, rows of multinomial counts the bootstrap replicates).
+    """
+    out = torch.zeros(positions.shape[0], weights.shape[0], dtype=torch.float64, device=positions.device)
+    side = _side(block_bytes)
+    h2, scale = float(h) ** 2, math.pi / (2.0 * float(h))
+    for i0, j0, sq in _tiles(positions, data, side):
+        kern = torch.where(sq <= h2, torch.cos(sq.sqrt() * scale), 0.0)
+        out[i0 : i0 + sq.shape[0]] += kern @ weights[:, j0 : j0 + sq.shape[1]].T
+    return out
