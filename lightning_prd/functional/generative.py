@@ -20,6 +20,7 @@ from torch import Tensor
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
 from lightning_prd.functional._validation import (
     as_features,
+    check_ball,
     check_int,
     check_min_samples,
     check_pair,
@@ -94,6 +95,8 @@ class Plan:
     alpha_beta: Optional[Dict[str, Any]]
     error_bars: Optional[int]
     per_sample: bool
+    #: ``"closed"`` or ``"open"`` balls of precision, recall, density and coverage
+    ball: str = "closed"
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
 
@@ -110,6 +113,7 @@ def make_plan(
     error_bars: Optional[int],
     per_sample: bool,
     names: Optional[Mapping[str, str]] = None,
+    ball: str = "closed",
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -141,6 +145,7 @@ def make_plan(
         alpha_beta=ab,
         error_bars=error_bars,
         per_sample=per_sample,
+        ball=check_ball(ball),
         names=names,
     )
 
@@ -193,6 +198,7 @@ def scores_from_plan(
             block_bytes=block_bytes,
             real_cache=real_cache,
             shard=shard,
+            ball=plan.ball,
         )
         if k_pr is not None:
             out["precision"] = precision_from_pass(res, k_pr)
@@ -220,6 +226,7 @@ def scores_from_plan(
                 block_bytes=block_bytes,
                 real_cache=res.real,
                 shard=shard,
+                ball=plan.ball,
             )
             out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
     if plan.prd is not None:
@@ -248,6 +255,7 @@ def generative_metrics(
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = _BLOCK_BYTES,
+    ball: str = "closed",
 ) -> Dict[str, Tensor]:
     r"""Every score of generated samples ``fake`` against real samples ``real``, from one k-NN pass.
 
@@ -276,7 +284,8 @@ def generative_metrics(
       naive mode, :func:`.alpha_precision_beta_recall`).
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
-    ``nearest_k``; pass ``k_pr=5, k_dc=5`` for its setting (the papers use k = 3 and 5).
+    ``nearest_k`` and open balls (``d < r``); pass ``k_pr=5, k_dc=5, ball="open"`` for its
+    setting (the papers use k = 3 and 5).
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
@@ -301,6 +310,9 @@ def generative_metrics(
         dtype: GEMM dtype of the k-NN pass, float32 by default (float64 if an input is float64).
         block_bytes: memory budget of one distance tile (and of each set's centred working
             copy, made when the set fits it: peak extra memory is at most about 3x this).
+        ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, as ``prdc``) balls for
+            precision, recall, density and coverage (and their ``error_bars``, ``per_sample``
+            flags); realism, authenticity and α-precision / β-recall do not depend on it.
 
     Returns:
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
@@ -330,6 +342,7 @@ def generative_metrics(
         alpha_beta=alpha_beta,
         error_bars=error_bars,
         per_sample=per_sample,
+        ball=ball,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)
