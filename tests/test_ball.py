@@ -237,3 +237,38 @@ def test_members_on_a_zero_width_bound(strict):
     assert members.count_per_col().tolist() == want
     inside = rows_inside(sq, thr, bound, exact, torch.zeros(2, dtype=torch.bool), None, strict=strict)
     assert inside.tolist() == ([True, False] if strict else [True, True])  # row 0: 0 < 1 in ball 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec.*")
+def test_callback_logs_open_ball_scores(tmp_path):
+    """``PRDCallback(metric=dict(ball="open"))``: a generator that returns the real set logs
+    density 1 (open) instead of 1.2 (closed, k = 5)."""
+    import pytorch_lightning as pl
+
+    from lightning_prd import PRDCallback
+
+    from tiny_modules import TinyTrainable
+
+    real = _t(make_case("tie-free")[0])
+    logged = {}
+    for ball in ("open", "closed"):
+        cb = PRDCallback(
+            real,
+            sample_fn=lambda module, n: real[:n],
+            num_samples=len(real),
+            batch_size=len(real),
+            metric=dict(ball=ball, prd=False, alpha_beta=False, frechet=False),
+        )
+        trainer = pl.Trainer(
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=str(tmp_path),
+            callbacks=[cb],
+        )
+        trainer.fit(TinyTrainable())
+        logged[ball] = {n: float(trainer.callback_metrics[f"prd/{n}"]) for n in NAMES}
+    assert logged["open"] == dict.fromkeys(NAMES, 1.0)
+    assert logged["closed"]["density"] == pytest.approx(6 / 5, rel=1e-6)
