@@ -17,6 +17,7 @@ import json
 
 import numpy as np
 import prdc
+import prdc.prdc as prdc_module
 import pytest
 import torch
 
@@ -130,6 +131,20 @@ def test_functions_and_metric_classes_equal_prdc(case, path):
     metric.update(_t(real), real=True)
     metric.update(_t(fake), real=False)
     assert counts(metric.compute(), n, m, k) == want
+
+
+@pytest.mark.parametrize("case", ["grid", "duplicates", "identical"])
+def test_radii_equal_prdc(case):
+    """The radii are convention-free: NND_k (the point excluded, duplicates at 0) equals prdc's
+    (k + 1)-th smallest distance of a row that includes the point itself."""
+    from lightning_prd.functional._engine import knn_pass
+
+    real, fake = make_case(case)
+    for k in (1, 3, 5):
+        res = knn_pass(_t(real), _t(fake), member_ks=[k], recall_ks=[k], ball="open")
+        got_real, got_fake = res.real.sq_radii[k].sqrt().numpy(), res.fake_sq_radii[k].sqrt().numpy()
+        assert np.array_equal(got_real, prdc_module.compute_nearest_neighbour_distances(real.astype(np.float64), k))
+        assert np.array_equal(got_fake, prdc_module.compute_nearest_neighbour_distances(fake.astype(np.float64), k))
 
 
 def test_copy_and_identical_anchors():
