@@ -163,6 +163,13 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         "--k-dc", type=_positive_int, default=5, metavar="K", help="k of density/coverage and beta-recall (default: 5)"
     )
     p.add_argument(
+        "--ball",
+        choices=("closed", "open"),
+        default="closed",
+        help="k-NN balls of precision, recall, density and coverage: closed (d <= r, default) or open "
+        "(d < r, as the prdc package: use it to compare with numbers published with prdc)",
+    )
+    p.add_argument(
         "--extractor", metavar="NAME", help="feature extractor for images: a registered name or module:callable"
     )
     p.add_argument("--weights", metavar="FILE", help="local weights file of the extractor (never downloaded)")
@@ -283,6 +290,7 @@ class _Scorer:
             kid=dict(seed=args.seed) if args.kid else False,
             vendi=args.vendi,
             top_pr=bool(args.top_pr),
+            ball=args.ball,
         ).to(device)
         self.metric.update(self.real, real=True)
 
@@ -338,6 +346,7 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
     return {
         "k_precision_recall": args.k_pr,
         "k_density_coverage": args.k_dc,
+        "ball": args.ball,
         "extractor": args.extractor,
         "weights": args.weights,
         "device": str(device),
@@ -371,7 +380,7 @@ def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Nam
         lines.append(f"fake      {fake.path}{_entry(fake)}  {_count(fake, 'M')}")
     lines += [
         f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}",
-        f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}",
+        f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}  balls = {args.ball}",
     ]
     parts = (
         ("PRD", "prd", args.no_prd, scorer.prd),

@@ -17,6 +17,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional._stats import mean64
 from lightning_prd.functional._validation import (
     as_features,
+    check_ball,
     check_block_bytes,
     check_min_samples,
     check_pair,
@@ -97,6 +98,7 @@ def knn_pass(
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
+    ball: str = "closed",
 ) -> PassResult:
     """Run the k-NN passes that the requested reductions need, once.
 
@@ -115,11 +117,15 @@ def knn_pass(
         real_cache: a :class:`RealSide` from an earlier call, reused when it matches ``real``.
         shard: split the tile work across a process group (every rank must call with the
             same features; each gets the full result).
+        ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, as ``prdc``) balls for
+            ``member_ks`` and ``recall_ks``. Radii, realism, nearest neighbours and the
+            balls of ``value_ks`` are the same either way.
     """
     real = as_features(real, "real")
     fake = as_features(fake, "fake")
     check_pair(real, fake)
     block_bytes = check_block_bytes(block_bytes)
+    ball = check_ball(ball)
     cdt = compute_dtype(real, fake, dtype)
     real_ks = sorted(set(member_ks) | set(extra_real_ks) | set(value_ks) | ({realism_k} if realism_k else set()))
     fake_ks = sorted(set(recall_ks))
@@ -148,5 +154,6 @@ def knn_pass(
         value_ks=sorted(set(value_ks)),
         block_bytes=block_bytes,
         shard=shard,
+        strict=ball == "open",
     )
     return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0])

@@ -229,3 +229,14 @@ def compute_dtype(real: Tensor, fake: Tensor, dtype: Optional[torch.dtype]) -> t
 def check_block_bytes(block_bytes: Any) -> int:
     """The tile memory budget must be a positive integer number of bytes."""
     return check_positive_int(block_bytes, "block_bytes")
+
+
+#: the k-NN balls: ``"closed"`` (``d <= r``, the default) or ``"open"`` (``d < r``, as ``prdc``)
+BALLS = ("closed", "open")
+
+
+def check_ball(ball: Any) -> str:
+    """``ball`` must be ``"closed"`` or ``"open"``."""
+    if not isinstance(ball, str) or ball not in BALLS:
+        raise ValueError(f"Expected argument `ball` to be 'closed' or 'open', but got {_show(ball)}")
+    return ball

@@ -1,8 +1,9 @@
 """Density and coverage (Naeem et al., ICML 2020).
 
 Reference: M. F. Naeem, S. J. Oh, Y. Uh, Y. Choi, J. Yoo, "Reliable Fidelity and Diversity
-Metrics for Generative Models", ICML 2020. Closed balls ``d <= r`` (the ``prdc`` package uses
-``<``; the two agree on data without ties), ``NND_k`` excluding the point itself, k = 5.
+Metrics for Generative Models", ICML 2020. Closed balls ``d <= r`` by default; ``ball="open"``
+gives the ``prdc`` package's (the paper's code) strict ``d < r``; the two agree on data without
+ties. ``NND_k`` excludes the point itself, k = 5.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def density_coverage(
     k: int = 5,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
+    ball: str = "closed",
 ) -> Tuple[Tensor, Tensor]:
     r"""Density and coverage of generated samples ``fake`` against real samples ``real``.
 
@@ -50,6 +52,12 @@ def density_coverage(
     no real sample has a tie at its k-th neighbour distance (each ball then holds the copy of
     its centre and of its k neighbours); such a tie adds the tied copies and raises it.
 
+    ``ball="open"`` uses open balls, :math:`\lVert y_j - x_i \rVert < \mathrm{NND}_k(x_i)`, as the
+    ``prdc`` package (the authors' code), to reproduce numbers published with it: a copy of the
+    real set then gives density exactly 1 (the k-th neighbour's copy sits on the radius, outside),
+    and a set of identical points gives 0 for both scores (every radius is 0) instead of
+    density ``M / k`` and coverage 1.
+
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
         fake: ``[M, D]`` generated features (the model Q).
@@ -57,6 +65,7 @@ def density_coverage(
         dtype: GEMM dtype, float32 by default (float64 if an input is float64).
         block_bytes: memory budget of one distance tile (and of each set's centred working
             copy, made when the set fits it: peak extra memory is at most about 3x this).
+        ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, ``prdc``).
 
     Returns:
         ``(density, coverage)`` as 0-dim tensors.
@@ -68,7 +77,10 @@ def density_coverage(
         >>> d, c = density_coverage(real, fake, k=1)
         >>> float(d), float(c)
         (1.5, 0.75)
+        >>> copy = torch.tensor([[0.0], [1.0], [3.0], [7.0]])  # no ties at the radii
+        >>> [float(density_coverage(copy, copy, k=1, ball=b)[0]) for b in ("closed", "open")]
+        [2.0, 1.0]
     """
     k = check_positive_int(k, "k")
-    res = knn_pass(real, fake, member_ks=[k], dtype=dtype, block_bytes=block_bytes)
+    res = knn_pass(real, fake, member_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
     return density_from_pass(res, k), coverage_from_pass(res, k)

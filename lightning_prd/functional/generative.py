@@ -22,6 +22,7 @@ from torch import Tensor
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
 from lightning_prd.functional._validation import (
     as_features,
+    check_ball,
     check_int,
     check_min_samples,
     check_pair,
@@ -107,6 +108,8 @@ class Plan:
     vendi: Optional[Dict[str, Any]] = None
     #: TopP&R options (None: not computed); a separate pass in a random 32-D projection
     top_pr: Optional[Dict[str, Any]] = None
+    #: ``"closed"`` or ``"open"`` balls of precision, recall, density and coverage
+    ball: str = "closed"
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
 
@@ -126,6 +129,7 @@ def make_plan(
     kid: Union[bool, Mapping[str, Any], None] = False,
     vendi: Union[bool, Mapping[str, Any], None] = False,
     top_pr: Union[bool, Mapping[str, Any], None] = False,
+    ball: str = "closed",
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -169,6 +173,7 @@ def make_plan(
         error_bars=error_bars,
         per_sample=per_sample,
         top_pr=top,
+        ball=check_ball(ball),
         names=names,
         kid=kid_opts,
         vendi=vendi_opts,
@@ -227,6 +232,7 @@ def scores_from_plan(
             block_bytes=block_bytes,
             real_cache=real_cache,
             shard=shard,
+            ball=plan.ball,
         )
         if k_pr is not None:
             out["precision"] = precision_from_pass(res, k_pr)
@@ -254,6 +260,7 @@ def scores_from_plan(
                 block_bytes=block_bytes,
                 real_cache=res.real,
                 shard=shard,
+                ball=plan.ball,
             )
             out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
     if plan.prd is not None:
@@ -293,6 +300,7 @@ def generative_metrics(
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = _BLOCK_BYTES,
+    ball: str = "closed",
 ) -> Dict[str, Tensor]:
     r"""Every score of generated samples ``fake`` against real samples ``real``, from one k-NN pass.
 
@@ -322,12 +330,13 @@ def generative_metrics(
     * with ``kid``: ``kid``, ``kid_std`` (Bińkowski et al. 2018, :func:`.kernel_inception_distance`:
       mean and spread over random subsets of the unbiased polynomial-kernel MMD², lower is better);
     * with ``vendi``: ``vendi`` of the generated set and ``vendi_real`` of the real set (Friedman &
-      Dieng 2023, :func:`.vendi_score`: effective number of distinct samples, no reference needed).
+      Dieng 2023, :func:`.vendi_score`: effective number of distinct samples, no reference needed);
     * with ``top_pr``: ``top_precision``, ``top_recall``, ``top_f1`` (Kim et al. 2023,
       :func:`.top_precision_recall`; its own pass in a random 32-D projection).
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
-    ``nearest_k``; pass ``k_pr=5, k_dc=5`` for its setting (the papers use k = 3 and 5).
+    ``nearest_k`` and open balls (``d < r``); pass ``k_pr=5, k_dc=5, ball="open"`` for its
+    setting (the papers use k = 3 and 5).
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
@@ -360,6 +369,9 @@ def generative_metrics(
         dtype: GEMM dtype of the k-NN pass, float32 by default (float64 if an input is float64).
         block_bytes: memory budget of one distance tile (and of each set's centred working
             copy, made when the set fits it: peak extra memory is at most about 3x this).
+        ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, as ``prdc``) balls for
+            precision, recall, density and coverage (and their ``error_bars``, ``per_sample``
+            flags); realism, authenticity and α-precision / β-recall do not depend on it.
 
     Returns:
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
@@ -393,6 +405,7 @@ def generative_metrics(
         kid=kid,
         vendi=vendi,
         top_pr=top_pr,
+        ball=ball,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

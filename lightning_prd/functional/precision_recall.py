@@ -2,7 +2,8 @@
 
 Reference: T. Kynkäänniemi, T. Karras, S. Laine, J. Lehtinen, T. Aila, "Improved Precision
 and Recall Metric for Assessing Generative Models", NeurIPS 2019; matches the official code's
-conventions (closed balls ``d <= r``, ``NND_k`` excluding the point itself, k = 3).
+conventions (closed balls ``d <= r``, ``NND_k`` excluding the point itself, k = 3);
+``ball="open"`` gives the ``prdc`` package's strict ``d < r``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def precision_recall(
     k: int = 3,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
+    ball: str = "closed",
 ) -> Tuple[Tensor, Tensor]:
     r"""k-NN precision and recall of generated samples ``fake`` against real samples ``real``.
 
@@ -45,7 +47,10 @@ def precision_recall(
     :math:`B(\varphi', \mathrm{NND}_k(\varphi'))`, :math:`\varphi' \in \Phi`. ``NND_k`` is the
     distance to the k-th nearest neighbour in the same set, the point itself excluded (an
     exact duplicate counts at distance 0). Precision is about the generated samples, recall
-    about the real ones.
+    about the real ones. With ``ball="open"`` the balls are open,
+    :math:`\lVert \varphi - \varphi' \rVert < \mathrm{NND}_k(\varphi')`, as in the ``prdc``
+    package; the two differ only on ties (a sample exactly on a radius: copies, duplicates,
+    integer-valued features).
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
@@ -54,6 +59,7 @@ def precision_recall(
         dtype: GEMM dtype, float32 by default (float64 if an input is float64).
         block_bytes: memory budget of one distance tile (and of each set's centred working
             copy, made when the set fits it: peak extra memory is at most about 3x this).
+        ball: ``"closed"`` (``d <= r``, the paper's code) or ``"open"`` (``d < r``, ``prdc``).
 
     Returns:
         ``(precision, recall)`` as 0-dim tensors.
@@ -65,9 +71,12 @@ def precision_recall(
         >>> p, r = precision_recall(real, fake, k=1)
         >>> float(p), float(r)
         (0.75, 1.0)
+        >>> p, r = precision_recall(real, real, k=1, ball="open")  # a copy: every sample on its own ball
+        >>> float(p), float(r)
+        (1.0, 1.0)
     """
     k = check_positive_int(k, "k")
-    res = knn_pass(real, fake, member_ks=[k], recall_ks=[k], dtype=dtype, block_bytes=block_bytes)
+    res = knn_pass(real, fake, member_ks=[k], recall_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
     return precision_from_pass(res, k), recall_from_pass(res, k)
 
 
@@ -95,7 +104,8 @@ def realism_score(
     the tiles pass, the candidates that may hold the maximum are recomputed in float64, and a
     sample the list cannot settle is recomputed against every kept real sample. It is returned
     in the compute dtype (float32 by default: the float64 value rounded once, the same on every
-    machine), and agrees with precision's exact ``inside`` test at ``R = 1``.
+    machine), and agrees with precision's exact ``inside`` test at ``R = 1`` (closed balls;
+    the score does not depend on the ``ball`` option of precision and recall).
 
     Args:
         real: ``[N, D]`` real features.

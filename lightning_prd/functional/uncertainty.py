@@ -35,8 +35,11 @@ def score_spread(
     seed: int = 0,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
+    ball: str = "closed",
 ) -> Dict[str, Dict[str, Tensor]]:
     """Precision, recall, density and coverage with a ± from disjoint generated subsamples.
+
+    ``ball``: ``"closed"`` or ``"open"`` k-NN balls (see :func:`.density_coverage`).
 
     Returns:
         ``{name: {"value": full-set score, "mean": mean over splits, "std": standard
@@ -53,7 +56,9 @@ def score_spread(
     k_pr = check_positive_int(k_precision_recall, "k_precision_recall")
     k_dc = check_positive_int(k_density_coverage, "k_density_coverage")
     real, fake = as_features(real, "real"), as_features(fake, "fake")
-    full = knn_pass(real, fake, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes)
+    full = knn_pass(
+        real, fake, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes, ball=ball
+    )
     spread = split_spread(
         real,
         fake,
@@ -64,6 +69,7 @@ def score_spread(
         dtype=dtype,
         block_bytes=block_bytes,
         real_cache=full.real,
+        ball=ball,
     )
     values = _scores(full, k_pr, k_dc)
     return {name: {"value": values[name], **spread[name]} for name in values}
@@ -90,6 +96,7 @@ def split_spread(
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[Any] = None,
     shard: Optional[Any] = None,
+    ball: str = "closed",
 ) -> Dict[str, Dict[str, Tensor]]:
     """Mean and standard deviation of the four scores over ``num_splits`` disjoint random parts of
     ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused)."""
@@ -115,6 +122,7 @@ def split_spread(
             block_bytes=block_bytes,
             real_cache=real_cache,
             shard=shard,
+            ball=ball,
         )
         real_cache = res.real
         parts.append(_scores(res, k_precision_recall, k_density_coverage))

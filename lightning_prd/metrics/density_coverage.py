@@ -7,7 +7,7 @@ from typing import Any, Dict
 from torch import Tensor
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional._validation import check_ball, check_positive_int
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.metrics._base import FeatureMetric
 
@@ -16,7 +16,8 @@ class DensityCoverage(FeatureMetric):
     """Density and coverage; see :func:`lightning_prd.functional.density_coverage`.
 
     ``compute()`` returns ``{"density", "coverage"}``. Density is unbounded above, so the
-    plot has no upper bound.
+    plot has no upper bound. ``ball``: ``"closed"`` balls (``d <= r``, default) or ``"open"``
+    (``d < r``, as the ``prdc`` package, to compare with numbers published with it).
 
     Example:
         >>> import torch
@@ -31,8 +32,9 @@ class DensityCoverage(FeatureMetric):
     higher_is_better = True
     plot_lower_bound = 0.0
 
-    def __init__(self, k: int = 5, **kwargs: Any) -> None:
+    def __init__(self, k: int = 5, ball: str = "closed", **kwargs: Any) -> None:
         self.k = check_positive_int(k, "k")
+        self.ball = check_ball(ball)
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
@@ -44,6 +46,7 @@ class DensityCoverage(FeatureMetric):
             block_bytes=self.block_bytes,
             real_cache=self.real_side(real),
             shard=self.knn_shard(),
+            ball=self.ball,
         )
         self._real_cache = res.real
         return {"density": density_from_pass(res, self.k), "coverage": coverage_from_pass(res, self.k)}

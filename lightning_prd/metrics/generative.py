@@ -51,6 +51,9 @@ class GenerativeMetrics(FeatureMetric):
             :func:`lightning_prd.functional.uncertainty.score_spread` for what it measures).
         per_sample: also return ``realism`` ``[M]`` and ``inside_precision`` ``[M]`` per generated
             sample and ``covered`` ``[N]`` per real sample, in the (gathered) order of ``update``.
+        ball: ``"closed"`` (``d <= r``, default) or ``"open"`` (``d < r``, as the ``prdc``
+            package) balls of precision, recall, density and coverage; realism, α-precision,
+            β-recall and authenticity do not depend on it.
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
@@ -87,6 +90,7 @@ class GenerativeMetrics(FeatureMetric):
         top_pr: Union[bool, Mapping[str, Any]] = False,
         error_bars: Optional[int] = None,
         per_sample: bool = False,
+        ball: str = "closed",
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
@@ -103,7 +107,9 @@ class GenerativeMetrics(FeatureMetric):
             kid=kid,
             vendi=vendi,
             top_pr=top_pr,
+            ball=ball,
         )
+        self.ball = self.plan.ball
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars

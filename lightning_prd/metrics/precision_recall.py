@@ -7,7 +7,7 @@ from typing import Any, Dict
 from torch import Tensor
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional._validation import check_ball, check_positive_int
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 from lightning_prd.metrics._base import FeatureMetric
 
@@ -15,7 +15,8 @@ from lightning_prd.metrics._base import FeatureMetric
 class PrecisionRecall(FeatureMetric):
     """k-NN precision and recall; see :func:`lightning_prd.functional.precision_recall`.
 
-    ``compute()`` returns ``{"precision", "recall"}``.
+    ``compute()`` returns ``{"precision", "recall"}``. ``ball``: ``"closed"`` balls
+    (``d <= r``, the paper's code, default) or ``"open"`` (``d < r``, as the ``prdc`` package).
 
     Example:
         >>> import torch
@@ -31,8 +32,9 @@ class PrecisionRecall(FeatureMetric):
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
-    def __init__(self, k: int = 3, **kwargs: Any) -> None:
+    def __init__(self, k: int = 3, ball: str = "closed", **kwargs: Any) -> None:
         self.k = check_positive_int(k, "k")
+        self.ball = check_ball(ball)
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
@@ -45,6 +47,7 @@ class PrecisionRecall(FeatureMetric):
             block_bytes=self.block_bytes,
             real_cache=self.real_side(real),
             shard=self.knn_shard(),
+            ball=self.ball,
         )
         self._real_cache = res.real
         return {"precision": precision_from_pass(res, self.k), "recall": recall_from_pass(res, self.k)}

@@ -45,7 +45,8 @@ Stages, each a module that calls only those listed before it:
 10. :mod:`.cross` - the real x fake pass.
 
 Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact duplicates;
-balls are closed (``d <= r``).
+balls are closed (``d <= r``), or open (``d < r``, as ``prdc``) for the membership of
+precision, recall, density and coverage when the cross pass is asked for ``strict``.
 
 Example:
     >>> import torch

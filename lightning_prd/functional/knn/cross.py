@@ -5,8 +5,10 @@ Stage: top of the engine (may call every stage below: :mod:`.members`, :mod:`.re
 Each tile is reduced while it is in memory: fake membership in the real balls, ball counts
 and hits (precision, density, coverage), real membership in the fake balls (recall), per-ball
 minima of per-fake values (beta-recall), realism, and running nearest-neighbour lists made
-exact at the end (authenticity). A screened tile with too many ambiguous pairs is
-recomputed from the float rows (:data:`AMBIGUOUS_SHARE`).
+exact at the end (authenticity). ``strict`` makes the balls of precision, recall, density and
+coverage open (``d < r``, as the ``prdc`` package); beta-recall's balls stay closed. A
+screened tile with too many ambiguous pairs is recomputed from the float rows
+(:data:`AMBIGUOUS_SHARE`).
 
 Example:
     >>> import torch
@@ -94,6 +96,7 @@ def cross_pass(
     value_ks: Sequence[int] = (),
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
+    strict: bool = False,
 ) -> CrossResult:
     """One pass over the real x fake tiles, reduced in both directions.
 
@@ -107,6 +110,8 @@ def cross_pass(
         fake_values, value_ks: per-fake values whose minimum over each real ball (radius k
             in ``value_ks``) is wanted.
         shard: compute only this process's tiles and combine the accumulators across the group.
+        strict: open balls (``d < r``) for ``member_ks`` and ``recall_ks``; closed (``d <= r``)
+            otherwise. The balls of ``value_ks`` are closed either way.
     """
     if (real.screened is None) != (fake.screened is None):  # one set too small to be screened
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
@@ -143,6 +148,8 @@ def cross_pass(
         realism = RealismLists(real, fake, torch.where(keep, r_sq, -1.0))
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
+    # the balls of each tile: (k, open) for membership, (k, closed) for per-ball minima
+    kinds = {(k, strict) for k in member_ks} | {(k, False) for k in value_ks}
     near_fake = RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
     near_real = RunningNearest(n, min(1 + real.slack, m), cdt, dev) if nearest is True else None
 
@@ -155,16 +162,21 @@ def cross_pass(
 
         def decide(
             sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
-        ) -> Tuple[Dict[int, Members], Dict[int, Tensor]]:
+        ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor]]:
             # margins use the tile's largest norm on the other side: a conservative bound
             row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
-            # largest k first: a smaller k's balls lie inside, so its pairs are among those listed
-            balls: Dict[int, Members] = {}
+            # largest k first (closed before open at one k): a smaller ball of the same centre
+            # lies inside, so its pairs are among those listed
+            balls: Dict[Tuple[int, bool], Members] = {}
             wider: Optional[Members] = None
-            for k in sorted(set(member_ks) | set(value_ks), reverse=True):
-                balls[k] = wider = Members(sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit)
+            for k, open_ in sorted(kinds, key=lambda kind: (-kind[0], kind[1])):
+                balls[k, open_] = wider = Members(
+                    sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit, strict=open_
+                )
             inside = {
-                k: rows_inside(sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit)
+                k: rows_inside(
+                    sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit, strict=strict
+                )
                 for k in recall_ks
             }
             return balls, inside
@@ -180,12 +192,12 @@ def cross_pass(
                 plain_fake.sq_norms[cs],
             )
             balls, inside = decide(sq, plain_real, plain_fake, None)
-        for k, members in balls.items():
-            if k in res.fake_in_real:
+        for (k, open_), members in balls.items():
+            if k in res.fake_in_real and open_ == strict:
                 res.fake_in_real[k][cs] |= members.any_per_col()
                 res.fake_ball_count[k][cs] += members.count_per_col()
                 res.real_ball_hit[k][rs] |= members.any_per_row()
-            if k in res.real_ball_min_value:
+            if k in res.real_ball_min_value and not open_:
                 best = res.real_ball_min_value[k]
                 values = fake_values if fake_values is not None else best.new_zeros(0)
                 best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))

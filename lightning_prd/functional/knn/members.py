@@ -3,7 +3,11 @@
 Stage: used by the cross pass (may call :mod:`.bounds` only; exact distances come in as a
 callable). A pair is inside a ball when its tile value is at or below the bound's *sure*
 threshold, outside when above the *maybe* threshold; pairs between are decided from their
-float64 distance (closed balls, ``DESIGN.md``). :class:`Members` keeps the pairs of a tile's
+float64 distance. Balls are closed (``d^2 <= r^2``, ``DESIGN.md``) unless ``strict`` asks for
+open balls (``d^2 < r^2``, the ``prdc`` package's test): then a pair is surely inside only
+when its tile value is strictly below the sure threshold, whose exact distance is then
+strictly below the radius (the bound's upper end is increasing), so a pair exactly on the
+radius is always decided in float64. :class:`Members` keeps the pairs of a tile's
 balls (rows) as a sparse list or a dense mask and reduces them per row and per column
 (precision, density, coverage, per-ball minima); :func:`rows_inside` answers only "inside
 some ball of a column" (recall).
@@ -48,8 +52,19 @@ def thresholds(thr: Tensor, bound: Bound, dtype: torch.dtype) -> Tuple[Tensor, T
     return (bound.sure_below(thr) - widen).to(dtype), (bound.maybe_below(thr) + widen).to(dtype)
 
 
+def _inside(values: Tensor, thr: Tensor, strict: bool) -> Tensor:
+    """``values < thr`` (open balls) or ``values <= thr`` (closed balls)."""
+    return values < thr if strict else values <= thr
+
+
 def rows_inside(
-    sq: Tensor, thr: Tensor, bound: Bound, exact_fn: Callable, decided: Tensor, limit: Optional[float]
+    sq: Tensor,
+    thr: Tensor,
+    bound: Bound,
+    exact_fn: Callable,
+    decided: Tensor,
+    limit: Optional[float],
+    strict: bool = False,
 ) -> Tensor:
     """Per tile row: inside the ball (radius ``thr``, one per column) of some column (recall).
 
@@ -57,9 +72,10 @@ def rows_inside(
     earlier tile) or surely inside a ball of this one need no float64 work; the pairs that
     may be inside are listed only for the rows still open. With recall near 1 (most real
     samples inside some generated ball) almost every row is settled by one comparison.
+    ``strict``: open balls (``d^2 < r^2``).
     """
     lo, hi = thresholds(thr, bound, sq.dtype)
-    done = decided | (sq <= lo[None, :]).any(1)
+    done = decided | _inside(sq, lo[None, :], strict).any(1)
     open_rows = (~done).nonzero(as_tuple=True)[0]
     if open_rows.numel() == 0:
         return done
@@ -72,14 +88,14 @@ def rows_inside(
         r = open_rows[r]
     if r.numel():
         _check(r.numel(), limit)
-        inside = exact_fn(r, c) <= thr[c]
+        inside = _inside(exact_fn(r, c), thr[c], strict)
         done = done.index_fill(0, r[inside], True)
     return done
 
 
 class Members:
     """The pairs ``(row, col)`` of a tile with ``sq <= thr[row]`` (balls of the tile's rows): a
-    sparse list or a dense mask.
+    sparse list or a dense mask; ``sq < thr[row]`` with ``strict`` (open balls).
 
     A ball holds few points of the other set (about k per ball when the sets match), so the
     pairs below the upper rounding bound are usually a small share of the tile: they are
@@ -95,10 +111,13 @@ class Members:
         exact_fn: Callable,
         within: Optional[Members] = None,
         limit: Optional[float] = None,
+        strict: bool = False,
     ) -> None:
-        """``limit``: raise :class:`Ambiguous` rather than decide more pairs in float64."""
+        """``limit``: raise :class:`Ambiguous` rather than decide more pairs in float64.
+        ``within``: members of balls of the same centres and radii at least ``thr`` (either
+        kind). ``strict``: open balls."""
         lo, hi = thresholds(thr, bound, sq.dtype)
-        self.shape, self.limit = sq.shape, limit
+        self.shape, self.limit, self.strict = sq.shape, limit, strict
         self.maybe: Optional[Tuple[Tensor, Tensor, Tensor]] = None
         self.mask: Optional[Tensor] = None
         if within is not None and within.maybe is not None:
@@ -113,23 +132,23 @@ class Members:
             r, c = maybe.nonzero(as_tuple=True)
             self._sparse(r, c, sq[r, c], thr, lo, exact_fn)
         else:
-            sure = sq <= lo[:, None]
+            sure = _inside(sq, lo[:, None], strict)
             amb = maybe & ~sure
             if bool(amb.any()):
                 r, c = amb.nonzero(as_tuple=True)
                 _check(r.numel(), self.limit)
-                sure[r, c] = exact_fn(r, c) <= thr[r]
+                sure[r, c] = _inside(exact_fn(r, c), thr[r], strict)
             self.mask = sure
 
     def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, exact_fn: Callable) -> None:
         """Members from the listed pairs below the upper bound (values ``v``): sure below ``lo``,
         the rest decided in float64."""
         self.maybe = (r, c, v)
-        keep = v <= lo[r]
+        keep = _inside(v, lo[r], self.strict)
         amb = (~keep).nonzero(as_tuple=True)[0]
         if amb.numel():
             _check(amb.numel(), self.limit)
-            keep[amb] = exact_fn(r[amb], c[amb]) <= thr[r[amb]]
+            keep[amb] = _inside(exact_fn(r[amb], c[amb]), thr[r[amb]], self.strict)
         self.rows, self.cols, self.mask = r[keep], c[keep], None
 
     def any_per_col(self) -> Tensor:
