@@ -28,12 +28,18 @@ from lightning_prd.functional._validation import as_features, check_min_samples,
 COVER_C0 = 6.0
 
 
+def check_cover_options(k: Any, C: Any, prefix: str = "") -> Tuple[Optional[int], int]:
+    """``k`` (None or a positive integer) and ``C`` (a positive integer), validated."""
+    C = check_positive_int(C, f"{prefix}C")
+    return (None if k is None else check_positive_int(k, f"{prefix}k")), C
+
+
 def cover_k(k: Optional[int], C: Any, num_real: int) -> Tuple[int, int]:
     """``(k, C)`` validated, ``k`` from the default rule when None (module docstring)."""
-    C = check_positive_int(C, "C")
+    k, C = check_cover_options(k, C)
     if k is None:
-        return max(1, math.ceil((math.log(max(num_real, 1)) + COVER_C0) / C)), C
-    return check_positive_int(k, "k"), C
+        k = max(1, math.ceil((math.log(max(num_real, 1)) + COVER_C0) / C))
+    return k, C
 
 
 def check_cover_sizes(real: Tensor, fake: Tensor, k: int, C: int, k_name: str = "k") -> None:
@@ -44,7 +50,7 @@ def check_cover_sizes(real: Tensor, fake: Tensor, k: int, C: int, k_name: str = 
 
 
 def cover_from_pass(res: PassResult, k: int, C: int) -> Tuple[Tensor, Tensor]:
-    """``(precision_cover, recall_cover)``: shares of samples whose ``NND_{Ck}`` ball holds ``>= k`` of the other set."""
+    """``(precision_cover, recall_cover)``: shares of samples whose ``NND_{Ck}`` ball holds ``k`` of the other set."""
     kk = C * k
     precision = (res.cross.fake_ball_reals[kk] >= k).to(torch.float64).mean()
     recall = (res.cross.real_ball_fakes[kk] >= k).to(torch.float64).mean()
@@ -92,7 +98,7 @@ def precision_recall_cover(
         >>> real = torch.tensor([[0.0], [1.0], [2.0], [3.0], [4.0]])
         >>> fake = torch.tensor([[0.5], [1.5], [20.0], [20.5], [21.0]])  # three far from the data
         >>> pc, rc = precision_recall_cover(real, fake, k=1, C=2)
-        >>> float(pc), float(rc)
+        >>> round(float(pc), 4), round(float(rc), 4)
         (0.4, 0.6)
     """
     real, fake = as_features(real, "real"), as_features(fake, "fake")

@@ -61,9 +61,10 @@ def probabilistic_precision_recall(
     makes them smooth in the data.
 
     Computed from the shared k-NN tiles: the product is a sum of ``log(d / R)`` over the
-    pairs inside ``R``, exact in float64 up to :data:`~lightning_prd.functional.knn.soft.SOFT_TOL`
-    per sample (:mod:`lightning_prd.functional.knn.soft`); a generated sample equal to a real
-    one (``p = 1``) scores exactly 1. In high dimensions distances concentrate and most pairs
+    pairs inside ``R``; every sample's probability is the float64 value, from rigorous bounds
+    where they agree and from direct float64 distances where they do not
+    (:mod:`lightning_prd.functional.knn.soft`); a generated sample equal to a real one
+    (``p = 1``) scores exactly 1. In high dimensions distances concentrate and most pairs
     fall inside ``R``, so both scores approach 1 unless the sets differ clearly.
 
     Args:

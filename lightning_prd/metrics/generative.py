@@ -33,6 +33,12 @@ class GenerativeMetrics(FeatureMetric):
             ``<name>_std`` for precision, recall, density and coverage, their standard deviation
             over the S parts (each scored against the full real set; see
             :func:`lightning_prd.functional.uncertainty.score_spread` for what it measures).
+        probabilistic: probabilistic precision and recall (Park & Kim 2023): True (default),
+            False, or a dict overriding ``k=4, a=1.2``; returns ``p_precision``, ``p_recall``.
+        pr_cover: precision and recall cover (Cheema & Urner 2023): True (default), False, or a
+            dict overriding ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``; returns
+            ``precision_cover``, ``recall_cover``. Both join the shared pass; with ``True`` a
+            family is left out when a set is too small for its radii, with a dict that raises.
         per_sample: also return ``realism`` ``[M]`` and ``inside_precision`` ``[M]`` per generated
             sample and ``covered`` ``[N]`` per real sample, in the (gathered) order of ``update``.
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
@@ -67,6 +73,8 @@ class GenerativeMetrics(FeatureMetric):
         alpha_beta: Union[bool, Mapping[str, Any]] = True,
         error_bars: Optional[int] = None,
         per_sample: bool = False,
+        probabilistic: Union[bool, Mapping[str, Any]] = True,
+        pr_cover: Union[bool, Mapping[str, Any]] = True,
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
@@ -80,10 +88,13 @@ class GenerativeMetrics(FeatureMetric):
             error_bars=error_bars,
             per_sample=bool(per_sample),
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
+            probabilistic=probabilistic,
+            pr_cover=pr_cover,
         )
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
+        self.probabilistic, self.pr_cover = self.plan.probabilistic, self.plan.pr_cover
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:

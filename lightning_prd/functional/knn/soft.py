@@ -9,10 +9,13 @@ Each tile adds to every query's ``L`` a lower and an upper bound, from the tile 
 rounding interval (:class:`.bounds.Bound`) and the float32 log's own rounding; pairs whose
 interval reaches 0 are recomputed in float64 (``exact_fn``), so an exact copy (``d = 0``,
 ``p = 1``) is counted apart and gives probability exactly 1, never ``log(0)``. After the pass
-a query whose bounds leave its probability wider than :data:`SOFT_TOL` is recomputed in
-float64 from its direct distances to the whole other set. A query with many pairs inside
-``R`` (high dimensions, where distances concentrate) has ``exp L`` so small that its bounds
-agree; one with few pairs costs little to recompute.
+a query whose two bounds give different float64 probabilities is recomputed in float64 from
+its direct distances to the whole other set (one ``cdist`` per query, whatever the tiles), so
+every value is the float64 one and none depends on the tile layout or the process split. A
+query with many pairs inside ``R`` (high dimensions, where distances concentrate) has
+``exp L`` far below float64's resolution of 1, so both bounds give exactly 1; a query with no
+pair inside gives exactly 0; the others (few pairs: low dimensions, sets apart) are
+recomputed, ``N`` (or ``M``) float64 distances each.
 
 Example:
     >>> import torch
@@ -35,10 +38,6 @@ from torch import Tensor
 
 from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.shard import Shard
-
-#: Largest width of a query's probability interval taken from the tiles; wider ones are
-#: recomputed in float64 (their value then differs from float64's by rounding only).
-SOFT_TOL = 2.0**-33
 
 #: Queries recomputed per chunk of direct float64 distances.
 _CHUNK = 256
@@ -107,8 +106,8 @@ class SoftProducts:
                 low, high, copy = shard.sum(low), shard.sum(high), shard.any(copy)
             high = high.clamp(max=0.0)
             p_low, p_high = 0.0 - torch.expm1(high), 0.0 - torch.expm1(low)
-            p = torch.where(copy, 1.0, (p_low + p_high) / 2)
-            wide = ((p_high - p_low) > SOFT_TOL) & ~copy
+            p = torch.where(copy, 1.0, p_low)
+            wide = (p_high != p_low) & ~copy
             idx = wide.nonzero(as_tuple=True)[0]
             if idx.numel() and queries is not None and refs is not None:
                 mine = shard.row_share(len(idx)) if shard is not None else slice(None)
