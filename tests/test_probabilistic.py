@@ -32,6 +32,7 @@ def oracle(real, fake, k=4, a=1.2):
 def official_topk(real, fake, k=4, a=1.2):
     """Transcription of the authors' working script (root ``compute_pp_pr.py``): radii from the
     (k+1)-th smallest row entry (the point itself at 0 first), products over the k largest terms."""
+
     def radius(x):
         return np.sort(_dists(x, x), 1)[:, k].mean()
 
