@@ -187,6 +187,8 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     )
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
+    p.add_argument("--no-probabilistic", action="store_true", help="skip probabilistic precision and recall")
+    p.add_argument("--no-pr-cover", action="store_true", help="skip precision cover and recall cover")
     p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
@@ -269,6 +271,8 @@ class _Scorer:
             reset_real_features=False,
             prd=prd if self.prd else False,
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
+            probabilistic=not args.no_probabilistic,
+            pr_cover=not args.no_pr_cover,
         ).to(device)
         self.metric.update(self.real, real=True)
 
@@ -337,6 +341,8 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
             else None
         ),
         "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
+        "probabilistic": scorer.metric.probabilistic,
+        "pr_cover": scorer.metric.pr_cover,
     }
 
 

@@ -34,6 +34,10 @@ DIRECTIONS: Dict[str, str] = {
     "beta_recall": "higher",
     "authenticity": "higher",
     "frechet_distance": "lower",
+    "p_precision": "higher",
+    "p_recall": "higher",
+    "precision_cover": "higher",
+    "recall_cover": "higher",
 }
 
 #: how each direction reads in a table
