@@ -68,28 +68,27 @@ class SoftProducts:
     def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable]) -> None:
         """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``."""
         dt, rb = sq.dtype, row_bound
-        f64 = torch.float64
-        maybe_zero = rb.maybe_below(torch.zeros((), dtype=f64)).to(dt)  # per row: d may be 0 below
-        near = sq <= maybe_zero[:, None]
-        if bool(near.any()):  # may be a copy: settle in float64 (few pairs but for copies)
-            r, c = near.nonzero(as_tuple=True)
+        f64, eps = torch.float64, torch.finfo(sq.dtype).eps
+        maybe_zero = _widen(rb.maybe_below(torch.zeros((), dtype=f64)), 0.0, dt)  # per row: d may be 0 below
+        if bool((sq.amin(1) <= maybe_zero).any()):  # may be a copy: settle in float64 (few pairs but for copies)
+            r, c = (sq <= maybe_zero[:, None]).nonzero(as_tuple=True)
             d2 = exact_fn(r, c) if exact_fn is not None else sq[r, c].to(f64)
             copy = d2 == 0
             self.rows[2][rs].index_fill_(0, r[copy], True)
             self.cols[2][cs].index_fill_(0, c[copy], True)
-        # log of the upper bound of d^2, in the tile's dtype (the bound a little wider)
-        e = None if rb.e is None else (rb.e * (1 + 1e-6)).to(dt)[:, None]
-        log_hi = Bound(rb.rel, e, (rb.tau * (1 + 1e-6)).to(dt)[:, None], rb.offset).high(sq).log_()
-        eps = torch.finfo(dt).eps
         for acc, sl, thr, dim in ((self.cols, cs, self.thr[0], 0), (self.rows, rs, self.thr[1], 1)):
             if thr <= 0:  # R = 0: only copies (p = 1, the limit of max(0, 1 - d / R))
                 continue
-            count = (sq <= rb.maybe_below(torch.tensor(thr, dtype=f64)).to(dt)[:, None]).sum(dim)
-            # sum over pairs of log(min(hi, R^2) / R^2) <= 0; the pairs clamped at R^2 add exactly 0
-            cap = float(torch.tensor(math.log(thr), dtype=dt))
-            total = log_hi.clamp(max=cap).sum(dim, dtype=f64) - sq.shape[dim] * cap
-            # each unclamped term's float rounding (division, log) is below eps * (|term| + 2)
-            acc[0][sl] += 0.5 * (total + eps * (2 * count - total))
+            limit = _widen(rb.maybe_below(torch.tensor(thr, dtype=f64)), thr, dt)
+            count = (sq <= limit[:, None]).sum(dim)
+            # log(d / R) = log(y) / 2 <= (y - 1) / 2 with y = d^2 / R^2 <= alpha v + beta (per row);
+            # the pairs outside R are clamped at y = 1 and add 0
+            alpha, beta = _affine(rb, thr)
+            y = torch.addcmul(beta.to(dt)[:, None], sq, alpha.to(dt)[:, None]).clamp_(max=1.0)
+            n_other = sq.shape[dim]
+            total = y.sum(dim, dtype=f64) - n_other
+            # float rounding: each term below 1 within 4 eps (products, sums, the dtype of alpha, beta)
+            acc[0][sl] += 0.5 * (total + 4 * eps * n_other)
             acc[1][sl] += count
 
     def finish(self, real: Tensor, fake: Tensor, shard: Optional[Shard] = None) -> Tuple[Tensor, Tensor]:
@@ -110,6 +109,29 @@ class SoftProducts:
                 p[idx] = shard.gather_rows(part, len(idx)) if shard is not None else part
             out.append(p)
         return out[0], out[1]
+
+
+def _widen(value: Tensor, thr: float, dtype: torch.dtype) -> Tensor:
+    """A float64 tile threshold in the tile's dtype, rounded outward (a few of its ulps of ``thr``)."""
+    return (value + 4 * torch.finfo(dtype).eps * thr + torch.finfo(dtype).tiny).to(dtype)
+
+
+def _affine(rb: Bound, thr: float) -> Tuple[Tensor, Tensor]:
+    """Per row ``(alpha, beta)`` with ``high(v) / thr <= alpha v + beta`` for every tile value
+    ``v >= 0``, a little wider than float64 (it is used in the tile's dtype).
+
+    Float tiles: ``high(v) = v + tau``. Screen tiles: ``high(v) = (sqrt(w) + e)^2`` with
+    ``w = v + rel |v - c| + add v + tau <= (1 + rel + add) v + rel |c| + tau``, and
+    ``2 e sqrt(w) <= e (w / R + R)`` (AM-GM at ``R = sqrt(thr)``, tight at the ball's edge).
+    """
+    if rb.e is None:
+        alpha, beta = torch.full_like(rb.tau, 1.0 / thr), rb.tau / thr
+    else:
+        r = math.sqrt(thr)
+        a1, b1 = 1 + rb.rel + rb._ADD, rb.rel * abs(rb.offset) + rb.tau
+        grow = 1 + rb.e / r
+        alpha, beta = a1 * grow / thr, (b1 * grow + rb.e * r + rb.e.square()) / thr
+    return alpha * (1 + 1e-6), beta * (1 + 1e-6) + 1e-30
 
 
 def exact_soft(queries: Tensor, refs: Tensor, idx: Tensor, r_sq: float) -> Tensor:
