@@ -102,6 +102,9 @@ def test_roles_dropped_mode():
     fake = torch.rand(400, 2, generator=g)
     pc, rc = precision_recall_cover(real, fake, k=3)
     assert float(pc) > 0.9 and 0.4 < float(rc) < 0.6
+    collapsed = 0.01 * torch.rand(400, 2, generator=g) + 0.5
+    pc, rc = precision_recall_cover(real, collapsed, k=3)
+    assert float(pc) < 0.1 and float(rc) < 0.1
 
 
 def test_generative_metrics_equals_function(both_tile_paths):
