@@ -45,7 +45,8 @@ class GenerativeMetrics(FeatureMetric):
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
     ``coverage``, ``frechet_distance``, ``p_precision``, ``p_recall``, ``precision_cover``,
-    ``recall_cover`` (the last four on sets large enough for their radii); with ``prd``: ``f_beta``, ``f_inv_beta`` and the curves
+    ``recall_cover`` (the last four on sets large enough for their radii); with ``prd``:
+    ``f_beta``, ``f_inv_beta`` and the curves
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
     ``beta_recall_curve``; with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is

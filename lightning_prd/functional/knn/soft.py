@@ -6,8 +6,8 @@ tiles' exact distances come in as a callable). With one radius ``R`` per directi
 :math:`\exp L` with :math:`L = \sum_{i: d_i < R} \log(d_i / R)`, a sum of logs over the tiles.
 
 Each tile adds to every query an upper bound of ``L``, from the tile values' rounding interval
-(:class:`.bounds.Bound`) and the float32 log's own rounding, and counts the pairs that may lie
-inside ``R``; pairs that may be at distance 0 are settled in float64 (``exact_fn``), so an exact
+(:class:`.bounds.Bound`, ``log y <= y - 1``, the tile dtype's rounding), and notes whether a
+pair may lie inside ``R``; pairs that may be at distance 0 are settled in float64 (``exact_fn``), so an exact
 copy (``d = 0``, ``p = 1``) is counted apart and gives probability exactly 1, never ``log(0)``.
 After the pass a query takes its float64 value without further work when it is settled: a copy
 (1), no pair possibly inside (0), or ``exp L`` below float64's resolution of 1 (``1 - exp L``
@@ -45,7 +45,7 @@ _CHUNK = 256
 
 
 class SoftProducts:
-    """Running upper bounds of ``L`` and counts of possible members, per real sample (rows,
+    """Running upper bounds of ``L`` and "a pair may be inside ``R``", per real sample (rows,
     radius of the fake side) and per fake sample (columns, radius of the real side), with the
     exact copies counted apart.
 
@@ -61,26 +61,29 @@ class SoftProducts:
         def zeros(size: int, dtype: torch.dtype) -> Tensor:
             return torch.zeros(size, dtype=dtype, device=device)
 
-        # upper bound of L, number of pairs that may be inside R, "holds an exact copy"
-        self.cols = [zeros(m, torch.float64), zeros(m, torch.long), zeros(m, torch.bool)]
-        self.rows = [zeros(n, torch.float64), zeros(n, torch.long), zeros(n, torch.bool)]
+        # upper bound of L, "some pair may be inside R", "holds an exact copy"
+        self.cols = [zeros(m, torch.float64), zeros(m, torch.bool), zeros(m, torch.bool)]
+        self.rows = [zeros(n, torch.float64), zeros(n, torch.bool), zeros(n, torch.bool)]
 
     def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable]) -> None:
         """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``."""
         dt, rb = sq.dtype, row_bound
         f64, eps = torch.float64, torch.finfo(sq.dtype).eps
         maybe_zero = _widen(rb.maybe_below(torch.zeros((), dtype=f64)), 0.0, dt)  # per row: d may be 0 below
-        if bool((sq.amin(1) <= maybe_zero).any()):  # may be a copy: settle in float64 (few pairs but for copies)
+        row_min = sq.amin(1)
+        if bool((row_min <= maybe_zero).any()):  # may be a copy: settle in float64 (few pairs but for copies)
             r, c = (sq <= maybe_zero[:, None]).nonzero(as_tuple=True)
             d2 = exact_fn(r, c) if exact_fn is not None else sq[r, c].to(f64)
             copy = d2 == 0
             self.rows[2][rs].index_fill_(0, r[copy], True)
             self.cols[2][cs].index_fill_(0, c[copy], True)
+        mins = (sq.amin(0), row_min)
         for acc, sl, thr, dim in ((self.cols, cs, self.thr[0], 0), (self.rows, rs, self.thr[1], 1)):
             if thr <= 0:  # R = 0: only copies (p = 1, the limit of max(0, 1 - d / R))
                 continue
+            # "some pair may be inside R", from the tile's minima (per column: the widest row's limit)
             limit = _widen(rb.maybe_below(torch.tensor(thr, dtype=f64)), thr, dt)
-            count = (sq <= limit[:, None]).sum(dim)
+            acc[1][sl] |= mins[dim] <= (limit.max() if dim == 0 else limit)
             # log(d / R) = log(y) / 2 <= (y - 1) / 2 with y = d^2 / R^2 <= alpha v + beta (per row);
             # the pairs outside R are clamped at y = 1 and add 0
             alpha, beta = _affine(rb, thr)
@@ -89,18 +92,17 @@ class SoftProducts:
             total = y.sum(dim, dtype=f64) - n_other
             # float rounding: each term below 1 within 4 eps (products, sums, the dtype of alpha, beta)
             acc[0][sl] += 0.5 * (total + 4 * eps * n_other)
-            acc[1][sl] += count
 
     def finish(self, real: Tensor, fake: Tensor, shard: Optional[Shard] = None) -> Tuple[Tensor, Tensor]:
         """Probabilities per fake (P-precision's terms) and per real (P-recall's), float64;
         ``real`` / ``fake`` are the original rows, for the float64 recomputation."""
         out = []
         for acc, queries, refs, thr in ((self.cols, fake, real, self.thr[0]), (self.rows, real, fake, self.thr[1])):
-            high, count, copy = acc
+            high, maybe_inside, copy = acc
             if shard is not None:
-                high, count, copy = shard.sum(high), shard.sum(count), shard.any(copy)
+                high, maybe_inside, copy = shard.sum(high), shard.any(maybe_inside), shard.any(copy)
             p = 0.0 - torch.expm1(high.clamp(max=0.0))
-            settled = copy | (count == 0) | (p == 1.0)
+            settled = copy | ~maybe_inside | (p == 1.0)
             p = (copy | (p == 1.0)).to(torch.float64)
             idx = (~settled).nonzero(as_tuple=True)[0]
             if idx.numel():
