@@ -127,7 +127,7 @@ def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = Fa
         fake_values=fake_centre_distance(fake),
         value_ks=[5],
         cover_ks=[C * k] if families else [],
-        soft=(4, 1.2) if families else None,
+        soft=(4, 1.2, False) if families else None,
         real_cache=cache,
     )
 

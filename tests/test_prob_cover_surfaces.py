@@ -100,7 +100,7 @@ def test_cli_evaluate_columns_and_flags(feature_files, capfd):
     ):
         assert got["scores"][key] == pytest.approx(float(value), abs=1e-7)
         assert key in table and direction_label(key) == "higher"
-    assert got["settings"]["probabilistic"] == dict(k=4, a=1.2) and got["settings"]["pr_cover"]["C"] == 3
+    assert got["settings"]["probabilistic"] == dict(k=4, a=1.2, terms="all") and got["settings"]["pr_cover"]["C"] == 3
     assert main([*base, "--no-prd", "--no-alpha-beta", "--no-probabilistic", "--json", str(out), "-q"]) == 0
     scores = json.loads(out.read_text())["scores"]
     assert "p_precision" not in scores and "precision_cover" in scores

@@ -124,6 +124,24 @@ def test_paper_formula_is_not_the_official_topk_variant():
     assert abs(full[0] - topk[0]) > 1e-3
 
 
+@pytest.mark.parametrize("n,m,dim,k", [(70, 50, 2, 4), (45, 64, 6, 3), (120, 90, 32, 4)])
+def test_nearest_terms_equal_the_authors_script(n, m, dim, k, both_tile_paths):
+    real, fake = _pair(n + dim, n, m, dim, shift=0.2)
+    want = official_topk(real.numpy(), fake.numpy(), k=k, a=1.5)
+    _close(probabilistic_precision_recall(real, fake, k=k, a=1.5, terms="nearest", block_bytes=8000), want)
+    got = probabilistic_precision_recall(real.double(), fake.double(), k=k, a=1.5, terms="nearest")
+    _close(got, want)
+
+
+def test_nearest_terms_with_copies_and_ties(both_tile_paths):
+    grid = torch.tensor([[float(i), float(j)] for i in range(6) for j in range(5)])
+    fake = torch.cat([grid[:7], grid[:7] + 0.5, torch.full((4, 2), 30.0)])
+    _close(
+        probabilistic_precision_recall(grid, fake, k=3, terms="nearest"), official_topk(grid.numpy(), fake.numpy(), k=3)
+    )
+    assert [float(v) for v in probabilistic_precision_recall(grid, grid.clone(), terms="nearest")] == [1.0, 1.0]
+
+
 def test_roles_mode_collapse():
     g = torch.Generator().manual_seed(0)
     real, fake = 3 * torch.randn(200, 2, generator=g), 0.1 * torch.randn(150, 2, generator=g)
@@ -137,6 +155,9 @@ def test_generative_metrics_equals_function(both_tile_paths):
     pp, pr = probabilistic_precision_recall(real, fake, k=3, a=1.3)
     assert float(out["p_precision"]) == float(pp) and float(out["p_recall"]) == float(pr)
     assert "p_precision" not in generative_metrics(real, fake, probabilistic=False)
+    out = generative_metrics(real, fake, probabilistic=dict(k=3, a=1.5, terms="nearest"))
+    pp, pr = probabilistic_precision_recall(real, fake, k=3, a=1.5, terms="nearest")
+    assert float(out["p_precision"]) == float(pp) and float(out["p_recall"]) == float(pr)
 
 
 @pytest.mark.parametrize(
@@ -147,6 +168,7 @@ def test_generative_metrics_equals_function(both_tile_paths):
         (dict(a=0.0), "`a`"),
         (dict(a=float("nan")), "`a`"),
         (dict(k=30), "`real`"),
+        (dict(terms="top"), "`terms`"),
     ],
 )
 def test_bad_input(kwargs, match):

@@ -94,7 +94,7 @@ def knn_pass(
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
     cover_ks: Sequence[int] = (),
-    soft: Optional[Tuple[int, float]] = None,
+    soft: Optional[Tuple[int, float, bool]] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
@@ -112,8 +112,9 @@ def knn_pass(
         extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
         fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
         cover_ks: k of both sets' balls whose counts of the other set are wanted (PR-cover).
-        soft: ``(k, a)`` of the soft balls of radius ``a * mean NND_k`` of each set
-            (probabilistic precision and recall), or None.
+        soft: ``(k, a, nearest)`` of the soft balls of radius ``a * mean NND_k`` of each set
+            (probabilistic precision and recall; ``nearest``: products over the k nearest
+            reference samples only), or None.
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
         block_bytes: memory budget of one tile and its temporaries, and of each set's centred
             working copy for the pass (made only when the set fits it).
@@ -150,7 +151,7 @@ def knn_pass(
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
     soft_sq_radii = None
     if soft is not None:  # R = a * mean NND_k (plain distances), one radius per set
-        k, a = soft
+        k, a = soft[0], soft[1]
         soft_sq_radii = (
             (a * float(side.sq_radii[k].sqrt().mean())) ** 2,
             (a * float(fake_sq_radii[k].sqrt().mean())) ** 2,
@@ -168,6 +169,7 @@ def knn_pass(
         value_ks=sorted(set(value_ks)),
         cover_ks=sorted(set(cover_ks)),
         soft_sq_radii=soft_sq_radii,
+        soft_nearest=soft[0] if soft is not None and soft[2] else None,
         block_bytes=block_bytes,
         shard=shard,
     )

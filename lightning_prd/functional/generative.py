@@ -58,7 +58,7 @@ PRD_DEFAULTS: Dict[str, Any] = dict(
 #: options of ``alpha_beta=True`` (a dict passed as ``alpha_beta`` overrides some of them)
 ALPHA_BETA_DEFAULTS: Dict[str, Any] = dict(num_alphas=30, k=5)
 #: options of ``probabilistic=True`` (Park & Kim 2023; a dict overrides some of them)
-PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2)
+PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2, terms="all")
 #: options of ``pr_cover=True`` (Cheema & Urner 2023; ``k=None``: ``ceil((ln N + 6) / C)``)
 PR_COVER_DEFAULTS: Dict[str, Any] = dict(k=None, C=3)
 #: the engine's tile memory budget
@@ -145,7 +145,7 @@ def make_plan(
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
     prob = _options(probabilistic, PROBABILISTIC_DEFAULTS, "probabilistic")
     if prob is not None:
-        prob["k"], prob["a"] = check_probabilistic(prob["k"], prob["a"])
+        prob["k"], prob["a"], prob["terms"] = check_probabilistic(prob["k"], prob["a"], prob["terms"])
     cover = _options(pr_cover, PR_COVER_DEFAULTS, "pr_cover")
     if cover is not None:
         cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
@@ -239,7 +239,7 @@ def scores_from_plan(
             fake_values=dist_g,
             value_ks=[ab["k"]] if ab is not None else [],
             cover_ks=[cover_kc[0] * cover_kc[1]] if cover_kc is not None else [],
-            soft=(prob["k"], prob["a"]) if prob is not None else None,
+            soft=(prob["k"], prob["a"], prob["terms"] == "nearest") if prob is not None else None,
             dtype=dtype,
             block_bytes=block_bytes,
             real_cache=real_cache,
@@ -356,7 +356,7 @@ def generative_metrics(
         alpha_beta: α-precision / β-recall: False, True, or a dict overriding
             ``num_alphas=30, k=5``.
         probabilistic: probabilistic precision and recall: True (default), False, or a dict
-            overriding ``k=4, a=1.2``.
+            overriding ``k=4, a=1.2, terms="all"``.
         pr_cover: precision and recall cover: True (default), False, or a dict overriding
             ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``. With ``True`` a family is left out
             when a set is too small for its radii (``k + 1``, ``C k + 1`` samples); with a dict

@@ -3,10 +3,10 @@ r"""Probabilistic precision and recall (Park & Kim, ICCV 2023).
 Reference: D. Park, S. Kim, "Probabilistic Precision and Recall Towards Reliable Evaluation of
 Generative Models", ICCV 2023 (code: ``kdst-team/Probablistic_precision_recall``).
 
-Convention. The paper's formula over *all* reference samples. The authors' working script
-(root ``compute_pp_pr.py``, ``a = 1.5`` there) keeps only the ``k`` largest terms of each
-product, and their ``a = 1.2`` copies (``metric/pp_pr.py``) do not run (``get_scoring_rule_psr``
-uses an undefined name); ptfid implements the full product with ``a = 1.2``, as here.
+Convention. The paper's formula over *all* reference samples (``terms="all"``). The authors'
+working script (root ``compute_pp_pr.py``, ``a = 1.5`` there) keeps only the ``k`` largest terms
+of each product (``terms="nearest"``), and their ``a = 1.2`` copies (``metric/pp_pr.py``) do
+not run (``get_scoring_rule_psr`` uses an undefined name); ptfid implements the full product with ``a = 1.2``, as here.
 Radii are the exact ``NND_k`` (the point itself excluded, duplicates at 0).
 """
 
@@ -21,10 +21,15 @@ from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, knn_pass, requested
 from lightning_prd.functional._validation import check_min_samples, check_positive_int, check_real
 
+#: what each product runs over: every reference sample (the paper) or the k nearest (the authors' script)
+TERMS = ("all", "nearest")
 
-def check_probabilistic(k: Any, a: Any) -> Tuple[int, float]:
-    """Validate ``k`` (a positive integer) and ``a`` (a positive finite number)."""
-    return check_positive_int(k, "k"), check_real(a, "a", low=0.0, low_open=True)
+
+def check_probabilistic(k: Any, a: Any, terms: Any = "all") -> Tuple[int, float, str]:
+    """Validate ``k`` (a positive integer), ``a`` (a positive finite number) and ``terms``."""
+    if not (isinstance(terms, str) and terms in TERMS):
+        raise ValueError(f"Expected argument `terms` to be one of {TERMS}, but got {terms!r}")
+    return check_positive_int(k, "k"), check_real(a, "a", low=0.0, low_open=True), terms
 
 
 def probabilistic_from_pass(res: PassResult) -> Tuple[Tensor, Tensor]:
@@ -40,6 +45,7 @@ def probabilistic_precision_recall(
     *,
     k: int = 4,
     a: float = 1.2,
+    terms: str = "all",
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
 ) -> Tuple[Tensor, Tensor]:
@@ -72,6 +78,9 @@ def probabilistic_precision_recall(
         fake: ``[M, D]`` generated features (the model Q).
         k: neighbourhood size of the mean radius (4 in the paper).
         a: radius scale (1.2 in the paper's experiments; the authors' script uses 1.5).
+        terms: ``"all"``: each product over every reference sample (the paper's formula);
+            ``"nearest"``: over the k nearest reference samples only (the k largest terms), as
+            the authors' working script (with ``a=1.5`` it reproduces that script).
         dtype: GEMM dtype, float32 by default (float64 if an input is float64).
         block_bytes: memory budget of one distance tile.
 
@@ -86,10 +95,10 @@ def probabilistic_precision_recall(
         >>> round(float(pp), 4), round(float(pr), 4)
         (0.5833, 0.8056)
     """
-    k, a = check_probabilistic(k, a)
+    k, a, terms = check_probabilistic(k, a, terms)
     real_t, fake_t = torch.as_tensor(real), torch.as_tensor(fake)
     if real_t.ndim == 2 and fake_t.ndim == 2:
         check_min_samples(real_t, k, "real")
         check_min_samples(fake_t, k, "fake")
-    res = knn_pass(real, fake, soft=(k, a), dtype=dtype, block_bytes=block_bytes)
+    res = knn_pass(real, fake, soft=(k, a, terms == "nearest"), dtype=dtype, block_bytes=block_bytes)
     return probabilistic_from_pass(res)

@@ -34,7 +34,7 @@ class GenerativeMetrics(FeatureMetric):
             over the S parts (each scored against the full real set; see
             :func:`lightning_prd.functional.uncertainty.score_spread` for what it measures).
         probabilistic: probabilistic precision and recall (Park & Kim 2023): True (default),
-            False, or a dict overriding ``k=4, a=1.2``; returns ``p_precision``, ``p_recall``.
+            False, or a dict overriding ``k=4, a=1.2, terms="all"``; returns ``p_precision``, ``p_recall``.
         pr_cover: precision and recall cover (Cheema & Urner 2023): True (default), False, or a
             dict overriding ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``; returns
             ``precision_cover``, ``recall_cover``. Both join the shared pass; with ``True`` a

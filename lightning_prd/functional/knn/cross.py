@@ -44,7 +44,7 @@ from lightning_prd.functional.knn.points import (
 from lightning_prd.functional.knn.realism import RealismLists, exact_realism
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
-from lightning_prd.functional.knn.soft import SoftProducts
+from lightning_prd.functional.knn.soft import NearestProducts, SoftProducts
 
 #: A screened cross tile with more ambiguous pairs than this share is recomputed in the
 #: compute dtype (a float64 pair costs about as much as 100 pairs of a float32 GEMM).
@@ -104,6 +104,7 @@ def cross_pass(
     value_ks: Sequence[int] = (),
     cover_ks: Sequence[int] = (),
     soft_sq_radii: Optional[Tuple[float, float]] = None,
+    soft_nearest: Optional[int] = None,
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
 ) -> CrossResult:
@@ -120,6 +121,8 @@ def cross_pass(
             in ``value_ks``) is wanted.
         cover_ks: radii k (of both sets) whose balls' counts of the other set are wanted.
         soft_sq_radii: ``(R_real^2, R_fake^2)`` of the soft balls (:mod:`.soft`), or None.
+        soft_nearest: k: each soft product over the k nearest reference samples only (the
+            authors' script), or None: over all of them (the paper).
         shard: compute only this process's tiles and combine the accumulators across the group.
     """
     if (real.screened is None) != (fake.screened is None):  # one set too small to be screened
@@ -150,7 +153,8 @@ def cross_pass(
     for k in cover_ks:
         res.real_ball_fakes[k] = torch.zeros(n, dtype=torch.long, device=dev)
         res.fake_ball_reals[k] = torch.zeros(m, dtype=torch.long, device=dev)
-    soft = SoftProducts(n, m, *soft_sq_radii, dev) if soft_sq_radii is not None else None
+    soft = SoftProducts(n, m, *soft_sq_radii, dev) if soft_sq_radii is not None and soft_nearest is None else None
+    soft_near = NearestProducts(real, fake, soft_nearest, *soft_sq_radii) if soft_sq_radii and soft_nearest else None
     realism = None
     if realism_k is not None:
         r_sq = real_sq_radii[realism_k]
@@ -220,6 +224,8 @@ def cross_pass(
             res.fake_ball_reals[k][cs] += members.count_per_row()
         if soft is not None:
             soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
+        if soft_near is not None:
+            soft_near.update(rs, cs, sq, i0, j0)
         for k, rows_in in inside.items():
             res.real_in_fake[k][rs] |= rows_in
         if realism is not None:  # (the screen's bound holds for recomputed tiles too)
@@ -236,6 +242,8 @@ def cross_pass(
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
     if soft is not None:
         res.fake_soft, res.real_soft = soft.finish(real.original, fake.original, shard)
+    if soft_near is not None:
+        res.fake_soft, res.real_soft = soft_near.finish(real, fake, block_bytes, shard)
     if realism is not None:
         best, unsafe = realism.finish(shard)
         if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64

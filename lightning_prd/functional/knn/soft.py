@@ -1,14 +1,16 @@
 r"""Soft ball products of a cross tile (probabilistic precision and recall), float64-exact.
 
-Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.exact`, :mod:`.shard`; the
-tiles' exact distances come in as a callable). With one radius ``R`` per direction, a query ``q`` gets
+Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.exact`, :mod:`.lists`,
+:mod:`.points`, :mod:`.refine`, :mod:`.shard`; the tiles' exact distances come in as a
+callable). With one radius ``R`` per direction, a query ``q`` gets
 :math:`1 - \prod_i (1 - p_i)`, :math:`p_i = \max(0, 1 - d(q, x_i) / R)`: the product is
 :math:`\exp L` with :math:`L = \sum_{i: d_i < R} \log(d_i / R)`, a sum of logs over the tiles.
 
 Each tile adds to every query an upper bound of ``L``, from the tile values' rounding interval
 (:class:`.bounds.Bound`, ``log y <= y - 1``, the tile dtype's rounding), and notes whether a
-pair may lie inside ``R``; pairs that may be at distance 0 are settled in float64 (``exact_fn``), so an exact
-copy (``d = 0``, ``p = 1``) is counted apart and gives probability exactly 1, never ``log(0)``.
+pair may lie inside ``R``; pairs that may be at distance 0 are settled in float64
+(``exact_fn``), so an exact copy (``d = 0``, ``p = 1``) is counted apart and gives probability
+exactly 1, never ``log(0)``.
 After the pass a query takes its float64 value without further work when it is settled: a copy
 (1), no pair possibly inside (0), or ``exp L`` below float64's resolution of 1 (``1 - exp L``
 rounds to 1; high dimensions, where distances concentrate and most pairs lie inside ``R``).
@@ -38,10 +40,48 @@ from torch import Tensor
 
 from lightning_prd.functional.knn.bounds import Bound, tol_factor
 from lightning_prd.functional.knn.exact import exact_pairs
+from lightning_prd.functional.knn.lists import RunningNearest
+from lightning_prd.functional.knn.points import PointSet
+from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
 
 #: Queries recomputed per chunk of direct float64 distances.
 _CHUNK = 256
+
+
+class NearestProducts:
+    """The authors' script's variant: each product over the ``k`` nearest reference samples
+    only (its ``k`` largest terms), from exact float64 ``k``-nearest lists of both directions."""
+
+    def __init__(self, real: PointSet, fake: PointSet, k: int, r_sq_real: float, r_sq_fake: float) -> None:
+        n, m, dev = len(real), len(fake), real.original.device
+        self.k, self.thr = k, (float(r_sq_real), float(r_sq_fake))
+        self.near_fake = RunningNearest(m, min(k + real.slack, n), real.dtype, dev)  # reals near each fake
+        self.near_real = RunningNearest(n, min(k + real.slack, m), real.dtype, dev)
+
+    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> None:
+        self.near_fake.update(cs, sq, 0, i0)
+        self.near_real.update(rs, sq, 1, j0)
+
+    def finish(
+        self, real: PointSet, fake: PointSet, block_bytes: int, shard: Optional[Shard] = None
+    ) -> Tuple[Tensor, Tensor]:
+        out = []
+        for near, rows, cols, thr in (
+            (self.near_fake, fake, real, self.thr[0]),
+            (self.near_real, real, fake, self.thr[1]),
+        ):
+            if shard is not None:
+                near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
+            ks = list(range(1, self.k + 1))
+            sq = refine_topk(rows, cols, near.vals, near.idx, ks, False, near.t < len(cols), block_bytes, False, shard)
+            d2 = torch.stack([sq[k][0] for k in ks], 1)  # exact float64, [queries, k]
+            if thr > 0:
+                keep = torch.where(d2 < thr, (d2 / thr).sqrt(), 1.0)  # 1 - p = min(1, d / R)
+            else:
+                keep = torch.where(d2 == 0, 0.0, 1.0).to(torch.float64)
+            out.append(1.0 - keep.prod(1))
+        return out[0], out[1]
 
 
 class SoftProducts:
