@@ -1,6 +1,6 @@
 r"""Soft ball products of a cross tile (probabilistic precision and recall), float64-exact.
 
-Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.exact`, :mod:`.lists`,
+Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.lists`,
 :mod:`.points`, :mod:`.refine`, :mod:`.shard`; the tiles' exact distances come in as a
 callable). With one radius ``R`` per direction, a query ``q`` gets
 :math:`1 - \prod_i (1 - p_i)`, :math:`p_i = \max(0, 1 - d(q, x_i) / R)`: the product is
@@ -14,8 +14,8 @@ exactly 1, never ``log(0)``.
 After the pass a query takes its float64 value without further work when it is settled: a copy
 (1), no pair possibly inside (0), or ``exp L`` below float64's resolution of 1 (``1 - exp L``
 rounds to 1; high dimensions, where distances concentrate and most pairs lie inside ``R``).
-Any other query is recomputed in float64 from its direct distances to the samples of the
-other set that may lie inside ``R`` (:func:`exact_soft`), so every value is the float64 one and none depends on the tile
+Any other query is recomputed in float64 from its direct distances to the whole other set
+(:func:`exact_soft`), so every value is the float64 one and none depends on the tile
 layout or the process split.
 
 Example:
@@ -38,8 +38,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.bounds import Bound, tol_factor
-from lightning_prd.functional.knn.exact import exact_pairs
+from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.points import PointSet
 from lightning_prd.functional.knn.refine import refine_topk
@@ -178,26 +177,16 @@ def _affine(rb: Bound, thr: float) -> Tuple[Tensor, Tensor]:
 
 def exact_soft(queries: Tensor, refs: Tensor, idx: Tensor, r_sq: float) -> Tensor:
     r"""float64 :math:`1 - \prod_i \max(0, 1 - d_i / R)` of ``queries[idx]`` against every row of
-    ``refs``: a float64 GEMM lists the pairs that may lie inside ``R`` (with its rounding
-    margin), whose distances are then taken directly (``sum((q - x)^2)``, :func:`.exact_pairs`);
-    1 exactly with a copy (also at ``R = 0``, the limit of ``max(0, 1 - d / R)``)."""
+    ``refs``, from direct float64 distances (differences, no GEMM: ``torch.cdist`` without the
+    matrix-product path, each pair on its own); 1 exactly with a copy (also at ``R = 0``, the
+    limit of ``max(0, 1 - d / R)``)."""
     f64 = torch.float64
     out = torch.empty(idx.numel(), dtype=f64, device=queries.device)
     refs64 = refs.to(f64)
-    centre = refs64.mean(0)
-    rc = refs64 - centre
-    rn = rc.square().sum(1)
-    tol = tol_factor(f64, refs.shape[1])
+    r = math.sqrt(r_sq) if r_sq > 0 else 0.0
     for s in range(0, idx.numel(), _CHUNK):
-        rows = idx[s : s + _CHUNK]
-        q = queries[rows].to(f64) - centre
-        qn = q.square().sum(1)
-        approx = torch.addmm(qn[:, None] + rn[None, :], q, rc.T, alpha=-2.0)
-        margin = tol * (qn[:, None] + rn.max()) + 4 * torch.finfo(f64).tiny
-        r, c = (approx <= max(r_sq, 0.0) + margin).nonzero(as_tuple=True)
-        d2 = torch.full(approx.shape, math.inf, dtype=f64, device=q.device)
-        d2[r, c] = exact_pairs(queries, refs, rows[r], c)
-        inside = (d2 < r_sq) & (d2 > 0)
-        log_sum = torch.where(inside, 0.5 * torch.log(d2 / r_sq), 0.0).sum(1) if r_sq > 0 else d2.new_zeros(len(rows))
-        out[s : s + _CHUNK] = torch.where((d2 == 0).any(1), 1.0, 0.0 - torch.expm1(log_sum))
+        d = torch.cdist(queries[idx[s : s + _CHUNK]].to(f64), refs64, compute_mode="donot_use_mm_for_euclid_dist")
+        inside = (d < r) & (d > 0)
+        log_sum = torch.where(inside, torch.log(d / r) if r > 0 else d, 0.0).sum(1)
+        out[s : s + _CHUNK] = torch.where((d == 0).any(1), 1.0, 0.0 - torch.expm1(log_sum))
     return out
