@@ -6,6 +6,8 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 * ``ours``   - every k-NN score of the package from one shared pass (precision, recall,
   density, coverage, realism, nearest neighbours for authenticity, the beta-recall minimum);
 * ``ours_cached`` - the same with the real side cached (the callback's steady state);
+* ``+families`` - ``ours`` with the families that join the pass: probabilistic precision and
+  recall (k = 4, a = 1.2) and PR-cover (default k, C = 3); ``fam/ours`` is their cost ratio;
 * ``f32 tiles`` - ``ours`` with the bfloat16 screen off (``LIGHTNING_PRD_SCREEN=0``): every
   tile a float32 GEMM, as on CPUs without native bfloat16 (the screen is on by default where
   the CPU has AVX512-BF16 or AMX; the header line says which);
@@ -45,6 +47,7 @@ from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional.alpha_beta import fake_centre_distance
 from lightning_prd.functional.knn import shapes
 from lightning_prd.functional.knn.screen import SCREEN_MIN_ELEMENTS, SCREEN_MIN_ROWS, screen_available
+from lightning_prd.functional.pr_cover import cover_k
 
 #: Environment variables that change which kernels run.
 ENV_KEYS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "LIGHTNING_PRD_SCREEN", "LIGHTNING_PRD_TILE")
@@ -111,7 +114,8 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
         torch.mm(a, b.T)
 
 
-def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
+def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = False):
+    k, C = cover_k(None, 3, len(real))
     return knn_pass(
         real,
         fake,
@@ -122,6 +126,8 @@ def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
         extra_real_ks=[1],
         fake_values=fake_centre_distance(fake),
         value_ks=[5],
+        cover_ks=[C * k] if families else [],
+        soft=(4, 1.2, False) if families else None,
         real_cache=cache,
     )
 
@@ -148,6 +154,7 @@ def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[fl
     holder = {}
     rows["ours"] = measure(lambda: holder.setdefault("res", ours(real, fake)))
     rows["ours_cached"] = measure(lambda: ours(real, fake, cache=holder["res"].real))
+    rows["ours_fam"] = measure(lambda: ours(real, fake, families=True))
     saved = os.environ.get("LIGHTNING_PRD_SCREEN")
     os.environ["LIGHTNING_PRD_SCREEN"] = "0"
     try:
@@ -183,7 +190,8 @@ def _row(n: int, dim: int, r: Dict[str, Tuple[float, Optional[float]]]) -> str:
 
     return (
         f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
-        f"{ratio('ours_cached', 'ours')} | {fmt('f32')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | "
+        f"{ratio('ours_cached', 'ours')} | {fmt('ours_fam')} | {ratio('ours_fam', 'ours')} | {fmt('f32')} | "
+        f"{fmt('prdc')} | {ratio('prdc', 'ours')} | "
         f"{fmt('cdist')} | {fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |"
     )
 
@@ -204,10 +212,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         )
     )
     print(
-        "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | f32 tiles s | prdc s | "
-        "prdc/ours | cdist s | peak GiB ours / prdc / cdist |"
+        "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | +families s | fam/ours | "
+        "f32 tiles s | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         r = run(n, dim, args.skip)

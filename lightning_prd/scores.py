@@ -40,6 +40,10 @@ DIRECTIONS: Dict[str, str] = {
     "top_precision": "higher",
     "top_recall": "higher",
     "top_f1": "higher",
+    "p_precision": "higher",
+    "p_recall": "higher",
+    "precision_cover": "higher",
+    "recall_cover": "higher",
 }
 
 #: how each direction reads in a table

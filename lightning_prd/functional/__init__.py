@@ -10,8 +10,10 @@ from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.generative import generative_metrics
 from lightning_prd.functional.kid import kernel_inception_distance
+from lightning_prd.functional.pr_cover import precision_recall_cover
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
+from lightning_prd.functional.probabilistic import probabilistic_precision_recall
 from lightning_prd.functional.top_pr import top_precision_recall
 from lightning_prd.functional.vendi import vendi_score
 
@@ -29,6 +31,8 @@ __all__ = [
     "prd_f_beta",
     "prd_from_histograms",
     "precision_recall",
+    "precision_recall_cover",
+    "probabilistic_precision_recall",
     "realism_score",
     "top_precision_recall",
     "train_oneclass",

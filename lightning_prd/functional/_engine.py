@@ -8,7 +8,7 @@ functions and the Metric classes turn those into scores.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -94,6 +94,8 @@ def knn_pass(
     extra_real_ks: Sequence[int] = (),
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
+    cover_ks: Sequence[int] = (),
+    soft: Optional[Tuple[int, float, bool]] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
@@ -111,6 +113,10 @@ def knn_pass(
             nearest real sample of each fake only).
         extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
         fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
+        cover_ks: k of both sets' balls whose counts of the other set are wanted (PR-cover).
+        soft: ``(k, a, nearest)`` of the soft balls of radius ``a * mean NND_k`` of each set
+            (probabilistic precision and recall; ``nearest``: products over the k nearest
+            reference samples only), or None.
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
         block_bytes: memory budget of one tile and its temporaries, and of each set's centred
             working copy for the pass (made only when the set fits it).
@@ -127,8 +133,16 @@ def knn_pass(
     block_bytes = check_block_bytes(block_bytes)
     ball = check_ball(ball)
     cdt = compute_dtype(real, fake, dtype)
-    real_ks = sorted(set(member_ks) | set(extra_real_ks) | set(value_ks) | ({realism_k} if realism_k else set()))
-    fake_ks = sorted(set(recall_ks))
+    soft_ks = {soft[0]} if soft is not None else set()
+    real_ks = sorted(
+        set(member_ks)
+        | set(extra_real_ks)
+        | set(value_ks)
+        | set(cover_ks)
+        | soft_ks
+        | ({realism_k} if realism_k else set())
+    )
+    fake_ks = sorted(set(recall_ks) | set(cover_ks) | soft_ks)
     for k in real_ks:
         check_min_samples(real, k, "real")
     for k in fake_ks:
@@ -141,6 +155,13 @@ def knn_pass(
     fake_sq_radii = knn.self_knn(fake_set, fake_ks, block_bytes, shard) if fake_ks else {}
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
+    soft_sq_radii = None
+    if soft is not None:  # R = a * mean NND_k (plain distances), one radius per set
+        k, a = soft[0], soft[1]
+        soft_sq_radii = (
+            (a * float(side.sq_radii[k].sqrt().mean())) ** 2,
+            (a * float(fake_sq_radii[k].sqrt().mean())) ** 2,
+        )
     cross = knn.cross_pass(
         real_set,
         fake_set,
@@ -152,6 +173,9 @@ def knn_pass(
         nearest=nearest,
         fake_values=fake_values,
         value_ks=sorted(set(value_ks)),
+        cover_ks=sorted(set(cover_ks)),
+        soft_sq_radii=soft_sq_radii,
+        soft_nearest=soft[0] if soft is not None and soft[2] else None,
         block_bytes=block_bytes,
         shard=shard,
         strict=ball == "open",

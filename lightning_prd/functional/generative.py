@@ -41,6 +41,7 @@ from lightning_prd.functional.density_coverage import (
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.kid import check_kid_options, kid_scores
 from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.pr_cover import check_cover_options, check_cover_sizes, cover_from_pass, cover_k
 from lightning_prd.functional.prd import (
     check_beta,
     check_prd_options,
@@ -51,6 +52,7 @@ from lightning_prd.functional.precision_recall import (
     precision_from_pass,
     recall_from_pass,
 )
+from lightning_prd.functional.probabilistic import check_probabilistic, probabilistic_from_pass
 from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, check_top_pr_options, top_precision_recall
 from lightning_prd.functional.uncertainty import split_spread
 from lightning_prd.functional.vendi import check_vendi_order, vendi_score
@@ -65,6 +67,10 @@ ALPHA_BETA_DEFAULTS: Dict[str, Any] = dict(num_alphas=30, k=5)
 KID_DEFAULTS: Dict[str, Any] = dict(subsets=100, subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0)
 #: options of ``vendi=True``
 VENDI_DEFAULTS: Dict[str, Any] = dict(q=1.0, normalize=True)
+#: options of ``probabilistic=True`` (Park & Kim 2023; a dict overrides some of them)
+PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2, terms="all")
+#: options of ``pr_cover=True`` (Cheema & Urner 2023; ``k=None``: ``ceil((ln N + 6) / C)``)
+PR_COVER_DEFAULTS: Dict[str, Any] = dict(k=None, C=3)
 #: the engine's tile memory budget
 _BLOCK_BYTES: int = inspect.signature(knn_pass).parameters["block_bytes"].default
 
@@ -110,6 +116,10 @@ class Plan:
     top_pr: Optional[Dict[str, Any]] = None
     #: ``"closed"`` or ``"open"`` balls of precision, recall, density and coverage
     ball: str = "closed"
+    probabilistic: Optional[Dict[str, Any]] = None
+    pr_cover: Optional[Dict[str, Any]] = None
+    #: families switched on by ``True`` rather than a dict: left out on sets too small for them
+    lenient: Tuple[str, ...] = ()
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
 
@@ -130,6 +140,8 @@ def make_plan(
     vendi: Union[bool, Mapping[str, Any], None] = False,
     top_pr: Union[bool, Mapping[str, Any], None] = False,
     ball: str = "closed",
+    probabilistic: Union[bool, Mapping[str, Any], None] = False,
+    pr_cover: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -162,6 +174,12 @@ def make_plan(
     top = _options(top_pr, TOP_PR_DEFAULTS, "top_pr")
     if top is not None:
         top = check_top_pr_options(**top, owner="top_pr")
+    prob = _options(probabilistic, PROBABILISTIC_DEFAULTS, "probabilistic")
+    if prob is not None:
+        prob["k"], prob["a"], prob["terms"] = check_probabilistic(prob["k"], prob["a"], prob["terms"])
+    cover = _options(pr_cover, PR_COVER_DEFAULTS, "pr_cover")
+    if cover is not None:
+        cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
@@ -174,6 +192,9 @@ def make_plan(
         per_sample=per_sample,
         top_pr=top,
         ball=check_ball(ball),
+        probabilistic=prob,
+        pr_cover=cover,
+        lenient=tuple(name for name, v in (("probabilistic", probabilistic), ("pr_cover", pr_cover)) if v is True),
         names=names,
         kid=kid_opts,
         vendi=vendi_opts,
@@ -196,6 +217,33 @@ def _check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:
         check_min_samples(fake, plan.k_pr, "fake", plan.names["k_pr"])
 
 
+def _small(real: Tensor, fake: Tensor, k: int) -> bool:
+    return min(real.shape[0], fake.shape[0]) < k + 1
+
+
+def _families(plan: Plan, real: Tensor, fake: Tensor) -> Tuple[Optional[Dict[str, Any]], Optional[Tuple[int, int]]]:
+    """The probabilistic options and PR-cover's ``(k, C)`` for these sets (None: not computed).
+
+    A family switched on by ``True`` is left out when a set is too small for its radii; one
+    given options raises.
+    """
+    prob = plan.probabilistic
+    if prob is not None:
+        if "probabilistic" in plan.lenient and _small(real, fake, prob["k"]):
+            prob = None
+        else:
+            check_min_samples(real, prob["k"], "real", "probabilistic['k']")
+            check_min_samples(fake, prob["k"], "fake", "probabilistic['k']")
+    cover_kc = None
+    if plan.pr_cover is not None:
+        cover_kc = cover_k(plan.pr_cover["k"], plan.pr_cover["C"], real.shape[0])
+        if "pr_cover" in plan.lenient and _small(real, fake, cover_kc[0] * cover_kc[1]):
+            cover_kc = None
+        else:
+            check_cover_sizes(real, fake, *cover_kc, k_name="pr_cover['k']")
+    return prob, cover_kc
+
+
 def scores_from_plan(
     real: Tensor,
     fake: Tensor,
@@ -214,9 +262,10 @@ def scores_from_plan(
     _check_sizes(plan, real, fake)
     k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
     member = [k for k in (k_pr, k_dc) if k is not None]
+    prob, cover_kc = _families(plan, real, fake)
     out: Dict[str, Tensor] = {}
     res: Optional[PassResult] = None
-    if member or plan.realism or plan.authenticity:
+    if member or plan.realism or plan.authenticity or prob is not None or cover_kc is not None:
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = knn_pass(
             real,
@@ -228,6 +277,8 @@ def scores_from_plan(
             extra_real_ks=[1] if plan.authenticity else [],
             fake_values=dist_g,
             value_ks=[ab["k"]] if ab is not None else [],
+            cover_ks=[cover_kc[0] * cover_kc[1]] if cover_kc is not None else [],
+            soft=(prob["k"], prob["a"], prob["terms"] == "nearest") if prob is not None else None,
             dtype=dtype,
             block_bytes=block_bytes,
             real_cache=real_cache,
@@ -240,6 +291,10 @@ def scores_from_plan(
         if k_dc is not None:
             out["density"] = density_from_pass(res, k_dc)
             out["coverage"] = coverage_from_pass(res, k_dc)
+        if prob is not None:
+            out["p_precision"], out["p_recall"] = probabilistic_from_pass(res)
+        if cover_kc is not None:
+            out["precision_cover"], out["recall_cover"] = cover_from_pass(res, *cover_kc)
         if plan.realism and res.cross.realism is not None:  # realism_k was asked for
             out["realism"] = res.cross.realism.to(res.dtype)
         if ab is not None and dist_g is not None:
@@ -296,6 +351,8 @@ def generative_metrics(
     kid: Union[bool, Mapping[str, Any]] = False,
     vendi: Union[bool, Mapping[str, Any]] = False,
     top_pr: Union[bool, Mapping[str, Any]] = False,
+    probabilistic: Union[bool, Mapping[str, Any]] = True,
+    pr_cover: Union[bool, Mapping[str, Any]] = True,
     per_sample: bool = False,
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
@@ -333,6 +390,12 @@ def generative_metrics(
       Dieng 2023, :func:`.vendi_score`: effective number of distinct samples, no reference needed);
     * with ``top_pr``: ``top_precision``, ``top_recall``, ``top_f1`` (Kim et al. 2023,
       :func:`.top_precision_recall`; its own pass in a random 32-D projection).
+    * with ``probabilistic``: ``p_precision``, ``p_recall`` (Park & Kim 2023,
+      :func:`.probabilistic_precision_recall`): mean soft membership in linear kernels of one
+      shared radius ``a * mean NND_k``;
+    * with ``pr_cover``: ``precision_cover``, ``recall_cover`` (Cheema & Urner 2023,
+      :func:`.precision_recall_cover`): share of samples whose own ``NND_{Ck}`` ball holds at
+      least ``k`` samples of the other set.
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k`` and open balls (``d < r``); pass ``k_pr=5, k_dc=5, ball="open"`` for its
@@ -360,6 +423,12 @@ def generative_metrics(
         top_pr: TopP&R: False, True, or a dict overriding ``alpha=0.1, num_bootstrap=10,
             projection_dim=32, k=None, bandwidth="half_row", seed=99`` (the official code's
             settings; each set then needs more than 160 samples).
+        probabilistic: probabilistic precision and recall: True (default), False, or a dict
+            overriding ``k=4, a=1.2, terms="all"``.
+        pr_cover: precision and recall cover: True (default), False, or a dict overriding
+            ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``. With ``True`` a family is left out
+            when a set is too small for its radii (``k + 1``, ``C k + 1`` samples); with a dict
+            that raises.
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -406,6 +475,8 @@ def generative_metrics(
         vendi=vendi,
         top_pr=top_pr,
         ball=ball,
+        probabilistic=probabilistic,
+        pr_cover=pr_cover,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

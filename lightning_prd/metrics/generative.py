@@ -49,6 +49,12 @@ class GenerativeMetrics(FeatureMetric):
             ``<name>_std`` for precision, recall, density and coverage, their standard deviation
             over the S parts (each scored against the full real set; see
             :func:`lightning_prd.functional.uncertainty.score_spread` for what it measures).
+        probabilistic: probabilistic precision and recall (Park & Kim 2023): True (default),
+            False, or a dict overriding ``k=4, a=1.2, terms="all"``; returns ``p_precision``, ``p_recall``.
+        pr_cover: precision and recall cover (Cheema & Urner 2023): True (default), False, or a
+            dict overriding ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``; returns
+            ``precision_cover``, ``recall_cover``. Both join the shared pass; with ``True`` a
+            family is left out when a set is too small for its radii, with a dict that raises.
         per_sample: also return ``realism`` ``[M]`` and ``inside_precision`` ``[M]`` per generated
             sample and ``covered`` ``[N]`` per real sample, in the (gathered) order of ``update``.
         ball: ``"closed"`` (``d <= r``, default) or ``"open"`` (``d < r``, as the ``prdc``
@@ -57,7 +63,9 @@ class GenerativeMetrics(FeatureMetric):
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
-    ``coverage``, ``frechet_distance``; with ``prd``: ``f_beta``, ``f_inv_beta`` and the curves
+    ``coverage``, ``frechet_distance``, ``p_precision``, ``p_recall``, ``precision_cover``,
+    ``recall_cover`` (the last four on sets large enough for their radii); with ``prd``:
+    ``f_beta``, ``f_inv_beta`` and the curves
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
     ``beta_recall_curve``; with ``kid``: ``kid``, ``kid_std``; with ``vendi``: ``vendi`` (generated
@@ -91,6 +99,8 @@ class GenerativeMetrics(FeatureMetric):
         error_bars: Optional[int] = None,
         per_sample: bool = False,
         ball: str = "closed",
+        probabilistic: Union[bool, Mapping[str, Any]] = True,
+        pr_cover: Union[bool, Mapping[str, Any]] = True,
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
@@ -108,6 +118,8 @@ class GenerativeMetrics(FeatureMetric):
             vendi=vendi,
             top_pr=top_pr,
             ball=ball,
+            probabilistic=probabilistic,
+            pr_cover=pr_cover,
         )
         self.ball = self.plan.ball
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
@@ -115,6 +127,7 @@ class GenerativeMetrics(FeatureMetric):
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
         self.kid, self.vendi = self.plan.kid, self.plan.vendi
         self.top_pr = self.plan.top_pr
+        self.probabilistic, self.pr_cover = self.plan.probabilistic, self.plan.pr_cover
         super().__init__(**kwargs)
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False

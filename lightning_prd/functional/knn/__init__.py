@@ -6,7 +6,7 @@ is a small reduction over three families of tiles of squared distances:
 * real x real  -> ``NND_k`` radii of the real samples (diagonal masked, duplicates count at 0),
 * fake x fake  -> ``NND_k`` radii of the generated samples,
 * real x fake  -> one pass that reduces every tile in both directions (ball membership,
-  counts, realism ratios, nearest neighbours).
+  counts, realism ratios, nearest neighbours, soft ball products).
 
 Distances come from one GEMM per tile, ``||a||^2 + ||b||^2 - 2 a.b``, on data centred by
 the real mean and clamped at 0; no ``N x M`` matrix ever exists, the tile size follows a
@@ -41,7 +41,8 @@ Stages, each a module that calls only those listed before it:
 6. :mod:`.exact` - float64 pairs and the rigorous per-row fallback.
 7. :mod:`.refine` - exact k-th neighbours from running lists (certain, uncertain, unsafe).
 8. :mod:`.self_pass` - ``NND_k`` radii from the tiles on and above the diagonal.
-9. :mod:`.members`, :mod:`.realism` - reductions of a cross tile: ball membership, realism.
+9. :mod:`.members`, :mod:`.realism`, :mod:`.soft` - reductions of a cross tile: ball
+   membership and counts, realism, soft ball products.
 10. :mod:`.cross` - the real x fake pass.
 
 Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact duplicates;

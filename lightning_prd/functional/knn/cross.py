@@ -5,10 +5,11 @@ Stage: top of the engine (may call every stage below: :mod:`.members`, :mod:`.re
 Each tile is reduced while it is in memory: fake membership in the real balls, ball counts
 and hits (precision, density, coverage), real membership in the fake balls (recall), per-ball
 minima of per-fake values (beta-recall), realism, and running nearest-neighbour lists made
-exact at the end (authenticity). ``strict`` makes the balls of precision, recall, density and
-coverage open (``d < r``, as the ``prdc`` package); beta-recall's balls stay closed. A
-screened tile with too many ambiguous pairs is recomputed from the float rows
-(:data:`AMBIGUOUS_SHARE`).
+exact at the end (authenticity), ball counts of both sides' wider balls (PR-cover) and soft
+ball products (probabilistic precision and recall, :mod:`.soft`). ``strict`` makes the balls of
+precision, recall, density and coverage open (``d < r``, as the ``prdc`` package); the balls of
+beta-recall and PR-cover stay closed. A screened tile with too many ambiguous pairs is
+recomputed from the float rows (:data:`AMBIGUOUS_SHARE`).
 
 Example:
     >>> import torch
@@ -45,6 +46,7 @@ from lightning_prd.functional.knn.points import (
 from lightning_prd.functional.knn.realism import RealismLists, exact_realism
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.knn.soft import NearestProducts, SoftProducts
 
 #: A screened cross tile with more ambiguous pairs than this share is recomputed in the
 #: compute dtype (a float64 pair costs about as much as 100 pairs of a float32 GEMM).
@@ -68,6 +70,10 @@ class CrossResult:
         real_nn_index, real_nn_sq_dist: nearest fake sample of each real.
         real_ball_min_value: ``[N]`` per k: minimum of ``fake_values`` over the fakes inside
             the real sample's ball (``inf`` when none), used by beta-recall.
+        real_ball_fakes: ``[N]`` int64 per k: fakes inside the real sample's ball (recall-cover).
+        fake_ball_reals: ``[M]`` int64 per k: reals inside the fake sample's own ball (precision-cover).
+        fake_soft, real_soft: ``[M]`` / ``[N]`` float64 soft-ball probabilities of each fake
+            against the real balls / each real against the fake balls (probabilistic P&R).
     """
 
     fake_in_real: Dict[int, Tensor] = field(default_factory=dict)
@@ -80,6 +86,10 @@ class CrossResult:
     real_nn_index: Optional[Tensor] = None
     real_nn_sq_dist: Optional[Tensor] = None
     real_ball_min_value: Dict[int, Tensor] = field(default_factory=dict)
+    real_ball_fakes: Dict[int, Tensor] = field(default_factory=dict)
+    fake_ball_reals: Dict[int, Tensor] = field(default_factory=dict)
+    fake_soft: Optional[Tensor] = None
+    real_soft: Optional[Tensor] = None
 
 
 def cross_pass(
@@ -94,6 +104,9 @@ def cross_pass(
     nearest: Union[bool, str] = False,
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
+    cover_ks: Sequence[int] = (),
+    soft_sq_radii: Optional[Tuple[float, float]] = None,
+    soft_nearest: Optional[int] = None,
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
     strict: bool = False,
@@ -109,6 +122,10 @@ def cross_pass(
             for the nearest real sample of each fake only (what authenticity needs).
         fake_values, value_ks: per-fake values whose minimum over each real ball (radius k
             in ``value_ks``) is wanted.
+        cover_ks: radii k (of both sets) whose balls' counts of the other set are wanted.
+        soft_sq_radii: ``(R_real^2, R_fake^2)`` of the soft balls (:mod:`.soft`), or None.
+        soft_nearest: k: each soft product over the k nearest reference samples only (the
+            authors' script), or None: over all of them (the paper).
         shard: compute only this process's tiles and combine the accumulators across the group.
         strict: open balls (``d < r``) for ``member_ks`` and ``recall_ks``; closed (``d <= r``)
             otherwise. The balls of ``value_ks`` are closed either way.
@@ -117,7 +134,7 @@ def cross_pass(
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
     if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
-        ks = set(member_ks) | set(value_ks) | ({realism_k} if realism_k is not None else set())
+        ks = set(member_ks) | set(value_ks) | ({realism_k} if realism_k is not None else set()) or set(cover_ks)
         radii = [real_sq_radii[k] for k in sorted(ks)]
         offset = float(radii[-1].median()) if radii else estimate_offset(fake, real, 1, False)
         if screen_pays(real, fake, offset):
@@ -138,6 +155,11 @@ def cross_pass(
         res.real_in_fake[k] = torch.zeros(n, dtype=torch.bool, device=dev)
     for k in value_ks:
         res.real_ball_min_value[k] = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
+    for k in cover_ks:
+        res.real_ball_fakes[k] = torch.zeros(n, dtype=torch.long, device=dev)
+        res.fake_ball_reals[k] = torch.zeros(m, dtype=torch.long, device=dev)
+    soft = SoftProducts(n, m, *soft_sq_radii, dev) if soft_sq_radii is not None and soft_nearest is None else None
+    soft_near = NearestProducts(real, fake, soft_nearest, *soft_sq_radii) if soft_sq_radii and soft_nearest else None
     realism = None
     if realism_k is not None:
         r_sq = real_sq_radii[realism_k]
@@ -148,8 +170,8 @@ def cross_pass(
         realism = RealismLists(real, fake, torch.where(keep, r_sq, -1.0))
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
-    # the balls of each tile: (k, open) for membership, (k, closed) for per-ball minima
-    kinds = {(k, strict) for k in member_ks} | {(k, False) for k in value_ks}
+    # the balls of each tile: (k, open) for membership, (k, closed) for per-ball minima and counts
+    kinds = {(k, strict) for k in member_ks} | {(k, False) for k in (*value_ks, *cover_ks)}
     near_fake = RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
     near_real = RunningNearest(n, min(1 + real.slack, m), cdt, dev) if nearest is True else None
 
@@ -160,9 +182,12 @@ def cross_pass(
         def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
             return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
 
+        def exact_t(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:  # transposed tile
+            return exact_pairs(real.original, fake.original, i0 + c, j0 + r)
+
         def decide(
             sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
-        ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor]]:
+        ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor], Dict[int, Members]]:
             # margins use the tile's largest norm on the other side: a conservative bound
             row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
             # largest k first (closed before open at one k): a smaller ball of the same centre
@@ -179,10 +204,13 @@ def cross_pass(
                 )
                 for k in recall_ks
             }
-            return balls, inside
+            # fake balls (rows of the transposed tile) and the reals they hold
+            fake_balls = {k: Members(sq.T, fake_sq_radii[k][cs], col_bound, exact_t, None, limit) for k in cover_ks}
+            return balls, inside, fake_balls
 
+        used = (real, fake)
         try:
-            balls, inside = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
+            balls, inside, fake_balls = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
         except Ambiguous:
             sq = tiling.sq_tile(
                 (sq.reshape(-1), None),
@@ -191,7 +219,8 @@ def cross_pass(
                 plain_fake.right(cs),
                 plain_fake.sq_norms[cs],
             )
-            balls, inside = decide(sq, plain_real, plain_fake, None)
+            balls, inside, fake_balls = decide(sq, plain_real, plain_fake, None)
+            used = (plain_real, plain_fake)
         for (k, open_), members in balls.items():
             if k in res.fake_in_real and open_ == strict:
                 res.fake_in_real[k][cs] |= members.any_per_col()
@@ -201,6 +230,14 @@ def cross_pass(
                 best = res.real_ball_min_value[k]
                 values = fake_values if fake_values is not None else best.new_zeros(0)
                 best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
+            if k in res.real_ball_fakes and not open_:
+                res.real_ball_fakes[k][rs] += members.count_per_row()
+        for k, members in fake_balls.items():
+            res.fake_ball_reals[k][cs] += members.count_per_row()
+        if soft is not None:
+            soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
+        if soft_near is not None:
+            soft_near.update(rs, cs, sq, i0, j0)
         for k, rows_in in inside.items():
             res.real_in_fake[k][rs] |= rows_in
         if realism is not None:  # (the screen's bound holds for recomputed tiles too)
@@ -215,6 +252,10 @@ def cross_pass(
         for near in (near_fake, near_real):
             if near is not None:
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
+    if soft is not None:
+        res.fake_soft, res.real_soft = soft.finish(real.original, fake.original, shard)
+    if soft_near is not None:
+        res.fake_soft, res.real_soft = soft_near.finish(real, fake, block_bytes, shard)
     if realism is not None:
         best, unsafe = realism.finish(shard)
         if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
@@ -251,3 +292,6 @@ def _combine(res: CrossResult, shard: Shard) -> None:
         res.real_in_fake[k] = shard.any(res.real_in_fake[k])
     for k in res.real_ball_min_value:
         res.real_ball_min_value[k] = shard.min(res.real_ball_min_value[k])
+    for k in res.real_ball_fakes:
+        res.real_ball_fakes[k] = shard.sum(res.real_ball_fakes[k])
+        res.fake_ball_reals[k] = shard.sum(res.fake_ball_reals[k])

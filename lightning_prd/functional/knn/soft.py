@@ -1,0 +1,192 @@
+r"""Soft ball products of a cross tile (probabilistic precision and recall), float64-exact.
+
+Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.lists`,
+:mod:`.points`, :mod:`.refine`, :mod:`.shard`; the tiles' exact distances come in as a
+callable). With one radius ``R`` per direction, a query ``q`` gets
+:math:`1 - \prod_i (1 - p_i)`, :math:`p_i = \max(0, 1 - d(q, x_i) / R)`: the product is
+:math:`\exp L` with :math:`L = \sum_{i: d_i < R} \log(d_i / R)`, a sum of logs over the tiles.
+
+Each tile adds to every query an upper bound of ``L``, from the tile values' rounding interval
+(:class:`.bounds.Bound`, ``log y <= y - 1``, the tile dtype's rounding), and notes whether a
+pair may lie inside ``R``; pairs that may be at distance 0 are settled in float64
+(``exact_fn``), so an exact copy (``d = 0``, ``p = 1``) is counted apart and gives probability
+exactly 1, never ``log(0)``.
+After the pass a query takes its float64 value without further work when it is settled: a copy
+(1), no pair possibly inside (0), or ``exp L`` below float64's resolution of 1 (``1 - exp L``
+rounds to 1; high dimensions, where distances concentrate and most pairs lie inside ``R``).
+Any other query is recomputed in float64 from its direct distances to the whole other set
+(:func:`exact_soft`), so every value is the float64 one and none depends on the tile
+layout or the process split.
+
+Example:
+    >>> import torch
+    >>> from lightning_prd.functional.knn.bounds import Bound
+    >>> sq = torch.tensor([[1.0, 16.0], [0.25, 6.25]], dtype=torch.float64)  # 2 reals x 2 fakes
+    >>> acc = SoftProducts(2, 2, 4.0, 4.0, sq.device)
+    >>> acc.update(slice(0, 2), slice(0, 2), sq, Bound(0.0, None, torch.zeros(2, dtype=torch.float64)), None)
+    >>> real, fake = torch.tensor([[0.0], [1.5]]), torch.tensor([[1.0], [4.0]])  # the rows of sq
+    >>> p_fake, p_real = acc.finish(real, fake)
+    >>> p_fake.tolist()  # fake 0: 1 - (1/2)(1/4) (recomputed); fake 1: d = 4 and 2.5 are not inside R = 2
+    [0.875, 0.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from lightning_prd.functional.knn.bounds import Bound
+from lightning_prd.functional.knn.lists import RunningNearest
+from lightning_prd.functional.knn.points import PointSet
+from lightning_prd.functional.knn.refine import refine_topk
+from lightning_prd.functional.knn.shard import Shard
+
+#: Queries recomputed per chunk of direct float64 distances.
+_CHUNK = 256
+
+
+class NearestProducts:
+    """The authors' script's variant: each product over the ``k`` nearest reference samples
+    only (its ``k`` largest terms), from exact float64 ``k``-nearest lists of both directions."""
+
+    def __init__(self, real: PointSet, fake: PointSet, k: int, r_sq_real: float, r_sq_fake: float) -> None:
+        n, m, dev = len(real), len(fake), real.original.device
+        self.k, self.thr = k, (float(r_sq_real), float(r_sq_fake))
+        self.near_fake = RunningNearest(m, min(k + real.slack, n), real.dtype, dev)  # reals near each fake
+        self.near_real = RunningNearest(n, min(k + real.slack, m), real.dtype, dev)
+
+    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> None:
+        self.near_fake.update(cs, sq, 0, i0)
+        self.near_real.update(rs, sq, 1, j0)
+
+    def finish(
+        self, real: PointSet, fake: PointSet, block_bytes: int, shard: Optional[Shard] = None
+    ) -> Tuple[Tensor, Tensor]:
+        out = []
+        for near, rows, cols, thr in (
+            (self.near_fake, fake, real, self.thr[0]),
+            (self.near_real, real, fake, self.thr[1]),
+        ):
+            if shard is not None:
+                near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
+            ks = list(range(1, self.k + 1))
+            sq = refine_topk(rows, cols, near.vals, near.idx, ks, False, near.t < len(cols), block_bytes, False, shard)
+            d2 = torch.stack([sq[k][0] for k in ks], 1)  # exact float64, [queries, k]
+            if thr > 0:
+                keep = torch.where(d2 < thr, (d2 / thr).sqrt(), 1.0)  # 1 - p = min(1, d / R)
+            else:
+                keep = torch.where(d2 == 0, 0.0, 1.0).to(torch.float64)
+            out.append(1.0 - keep.prod(1))
+        return out[0], out[1]
+
+
+class SoftProducts:
+    """Running upper bounds of ``L`` and "a pair may be inside ``R``", per real sample (rows,
+    radius of the fake side) and per fake sample (columns, radius of the real side), with the
+    exact copies counted apart.
+
+    Args:
+        n, m: number of real and fake samples.
+        r_sq_real: squared radius of the real balls (P-precision: one per fake query).
+        r_sq_fake: squared radius of the fake balls (P-recall: one per real query).
+    """
+
+    def __init__(self, n: int, m: int, r_sq_real: float, r_sq_fake: float, device: torch.device) -> None:
+        self.thr = (float(r_sq_real), float(r_sq_fake))
+
+        def zeros(size: int, dtype: torch.dtype) -> Tensor:
+            return torch.zeros(size, dtype=dtype, device=device)
+
+        # upper bound of L, "some pair may be inside R", "holds an exact copy"
+        self.cols = [zeros(m, torch.float64), zeros(m, torch.bool), zeros(m, torch.bool)]
+        self.rows = [zeros(n, torch.float64), zeros(n, torch.bool), zeros(n, torch.bool)]
+
+    def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable]) -> None:
+        """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``."""
+        dt, rb = sq.dtype, row_bound
+        f64, eps = torch.float64, torch.finfo(sq.dtype).eps
+        maybe_zero = _widen(rb.maybe_below(torch.zeros((), dtype=f64)), 0.0, dt)  # per row: d may be 0 below
+        row_min = sq.amin(1)
+        if bool((row_min <= maybe_zero).any()):  # may be a copy: settle in float64 (few pairs but for copies)
+            r, c = (sq <= maybe_zero[:, None]).nonzero(as_tuple=True)
+            d2 = exact_fn(r, c) if exact_fn is not None else sq[r, c].to(f64)
+            copy = d2 == 0
+            self.rows[2][rs].index_fill_(0, r[copy], True)
+            self.cols[2][cs].index_fill_(0, c[copy], True)
+        mins = (sq.amin(0), row_min)
+        for acc, sl, thr, dim in ((self.cols, cs, self.thr[0], 0), (self.rows, rs, self.thr[1], 1)):
+            if thr <= 0:  # R = 0: only copies (p = 1, the limit of max(0, 1 - d / R))
+                continue
+            # "some pair may be inside R", from the tile's minima (per column: the widest row's limit)
+            limit = _widen(rb.maybe_below(torch.tensor(thr, dtype=f64)), thr, dt)
+            acc[1][sl] |= mins[dim] <= (limit.max() if dim == 0 else limit)
+            # log(d / R) = log(y) / 2 <= (y - 1) / 2 with y = d^2 / R^2 <= alpha v + beta (per row);
+            # the pairs outside R are clamped at y = 1 and add 0
+            alpha, beta = _affine(rb, thr)
+            y = torch.addcmul(beta.to(dt)[:, None], sq, alpha.to(dt)[:, None]).clamp_(max=1.0)
+            n_other = sq.shape[dim]
+            total = y.sum(dim, dtype=f64) - n_other
+            # float rounding: each term below 1 within 4 eps (products, sums, the dtype of alpha, beta)
+            acc[0][sl] += 0.5 * (total + 4 * eps * n_other)
+
+    def finish(self, real: Tensor, fake: Tensor, shard: Optional[Shard] = None) -> Tuple[Tensor, Tensor]:
+        """Probabilities per fake (P-precision's terms) and per real (P-recall's), float64;
+        ``real`` / ``fake`` are the original rows, for the float64 recomputation."""
+        out = []
+        for acc, queries, refs, thr in ((self.cols, fake, real, self.thr[0]), (self.rows, real, fake, self.thr[1])):
+            high, maybe_inside, copy = acc
+            if shard is not None:
+                high, maybe_inside, copy = shard.sum(high), shard.any(maybe_inside), shard.any(copy)
+            p = 0.0 - torch.expm1(high.clamp(max=0.0))
+            settled = copy | ~maybe_inside | (p == 1.0)
+            p = (copy | (p == 1.0)).to(torch.float64)
+            idx = (~settled).nonzero(as_tuple=True)[0]
+            if idx.numel():
+                mine = shard.row_share(len(idx)) if shard is not None else slice(None)
+                part = exact_soft(queries, refs, idx[mine], thr)
+                p[idx] = shard.gather_rows(part, len(idx)) if shard is not None else part
+            out.append(p)
+        return out[0], out[1]
+
+
+def _widen(value: Tensor, thr: float, dtype: torch.dtype) -> Tensor:
+    """A float64 tile threshold in the tile's dtype, rounded outward (a few of its ulps of ``thr``)."""
+    return (value + 4 * torch.finfo(dtype).eps * thr + torch.finfo(dtype).tiny).to(dtype)
+
+
+def _affine(rb: Bound, thr: float) -> Tuple[Tensor, Tensor]:
+    """Per row ``(alpha, beta)`` with ``high(v) / thr <= alpha v + beta`` for every tile value
+    ``v >= 0``, a little wider than float64 (it is used in the tile's dtype).
+
+    Float tiles: ``high(v) = v + tau``. Screen tiles: ``high(v) = (sqrt(w) + e)^2`` with
+    ``w = v + rel |v - c| + add v + tau <= (1 + rel + add) v + rel |c| + tau``, and
+    ``2 e sqrt(w) <= e (w / R + R)`` (AM-GM at ``R = sqrt(thr)``, tight at the ball's edge).
+    """
+    if rb.e is None:
+        alpha, beta = torch.full_like(rb.tau, 1.0 / thr), rb.tau / thr
+    else:
+        r = math.sqrt(thr)
+        a1, b1 = 1 + rb.rel + rb._ADD, rb.rel * abs(rb.offset) + rb.tau
+        grow = 1 + rb.e / r
+        alpha, beta = a1 * grow / thr, (b1 * grow + rb.e * r + rb.e.square()) / thr
+    return alpha * (1 + 1e-6), beta * (1 + 1e-6) + 1e-30
+
+
+def exact_soft(queries: Tensor, refs: Tensor, idx: Tensor, r_sq: float) -> Tensor:
+    r"""float64 :math:`1 - \prod_i \max(0, 1 - d_i / R)` of ``queries[idx]`` against every row of
+    ``refs``, from direct float64 distances (differences, no GEMM: ``torch.cdist`` without the
+    matrix-product path, each pair on its own); 1 exactly with a copy (also at ``R = 0``, the
+    limit of ``max(0, 1 - d / R)``)."""
+    f64 = torch.float64
+    out = torch.empty(idx.numel(), dtype=f64, device=queries.device)
+    refs64 = refs.to(f64)
+    r = math.sqrt(r_sq) if r_sq > 0 else 0.0
+    for s in range(0, idx.numel(), _CHUNK):
+        d = torch.cdist(queries[idx[s : s + _CHUNK]].to(f64), refs64, compute_mode="donot_use_mm_for_euclid_dist")
+        inside = (d < r) & (d > 0)
+        log_sum = torch.where(inside, torch.log(d / r) if r > 0 else d, 0.0).sum(1)
+        out[s : s + _CHUNK] = torch.where((d == 0).any(1), 1.0, 0.0 - torch.expm1(log_sum))
+    return out
