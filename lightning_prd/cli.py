@@ -188,6 +188,11 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
     p.add_argument(
+        "--cmmd",
+        action="store_true",
+        help="add CMMD (Gaussian-kernel MMD; its sigma = 10 is calibrated for unit-norm CLIP embeddings)",
+    )
+    p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
@@ -269,6 +274,7 @@ class _Scorer:
             reset_real_features=False,
             prd=prd if self.prd else False,
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
+            cmmd=args.cmmd,
         ).to(device)
         self.metric.update(self.real, real=True)
 

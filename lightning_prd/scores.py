@@ -34,6 +34,7 @@ DIRECTIONS: Dict[str, str] = {
     "beta_recall": "higher",
     "authenticity": "higher",
     "frechet_distance": "lower",
+    "cmmd": "lower",
 }
 
 #: how each direction reads in a table

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass, requested
+from lightning_prd.functional._engine import PassResult, knn_pass
 from lightning_prd.functional._validation import as_features, check_real
 
 #: the official code's bandwidth (calibrated for unit-norm CLIP ViT-L/14 embeddings) and scale
@@ -48,7 +48,9 @@ def check_cmmd_sizes(num_real: int, num_fake: int, unbiased: bool) -> None:
 
 def cmmd_from_pass(res: PassResult, *, scale: float = SCALE, unbiased: bool = False) -> Tensor:
     """CMMD from the kernel sums of a pass (``knn_pass(..., kernel_gamma=...)``), float64."""
-    sums = requested(res.kernel, "kernel sums")
+    sums = res.kernel
+    if sums is None:
+        raise RuntimeError("the k-NN pass did not compute the kernel sums: pass kernel_gamma to knn_pass")
     n, m = res.num_real, res.num_fake
     # with g = 1 - k: mean k = 1 - (sum g) / count, and the 1s cancel
     pairs_real, pairs_fake = (n * (n - 1), m * (m - 1)) if unbiased else (n * n, m * m)
@@ -81,10 +83,11 @@ def cmmd(
     samples. The paper's abstract calls CMMD unbiased, but its official code (and the PyTorch
     port) computes the biased form, which published CMMD numbers use: it is the default here.
 
-    On CLIP ViT-L/14 embeddings (unit-norm, ``lightning_prd.features`` ``"clip"``) with
-    :math:`\sigma = 10`, :math:`s = 1000` this is the paper's CMMD; :math:`\sigma` is calibrated
-    for those features only: on other features pick a bandwidth of the scale of their distances.
-    Lower is better; 0 for equal distributions.
+    On the official code's features, CLIP ViT-L/14 (336 px) image embeddings divided by their
+    norm (the ``"clip"`` extractor with ``arch="ViT-L-14-336"``, rows normalised by the caller),
+    with :math:`\sigma = 10`, :math:`s = 1000`, this is the paper's CMMD; :math:`\sigma` is
+    calibrated for those unit-norm features only: on other features pick a bandwidth of the
+    scale of their distances. Lower is better; 0 for equal distributions.
 
     Computed from the squared distances of the shared k-NN tiles (real x real, fake x fake,
     real x fake; no ``N x M`` matrix), summing ``1 - k`` in float64 (:mod:`.knn.kernel`). The

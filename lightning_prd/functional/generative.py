@@ -4,8 +4,8 @@ The real x real, fake x fake and real x fake distance tiles are each computed on
 :func:`._engine.knn_pass`) and every k-NN score is read off that one pass; the results equal
 the separate functions :func:`.precision_recall`, :func:`.density_coverage`,
 :func:`.realism_score`, :func:`.authenticity`, :func:`.alpha_precision_beta_recall`,
-:func:`.prd_curve` / :func:`.prd_f_beta` and :func:`.frechet_distance` called with the same
-options. :class:`~lightning_prd.GenerativeMetrics` computes through :func:`scores_from_plan`.
+:func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance` and :func:`.cmmd` called with
+the same options. :class:`~lightning_prd.GenerativeMetrics` computes through :func:`scores_from_plan`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,14 @@ from lightning_prd.functional.alpha_beta import (
     check_num_alphas,
     fake_centre_distance,
 )
+from lightning_prd.functional.cmmd import (
+    SCALE,
+    SIGMA,
+    check_cmmd_options,
+    check_cmmd_sizes,
+    cmmd_from_pass,
+    gamma_of,
+)
 from lightning_prd.functional.density_coverage import (
     coverage_from_pass,
     density_from_pass,
@@ -55,6 +63,9 @@ PRD_DEFAULTS: Dict[str, Any] = dict(
 )
 #: options of ``alpha_beta=True`` (a dict passed as ``alpha_beta`` overrides some of them)
 ALPHA_BETA_DEFAULTS: Dict[str, Any] = dict(num_alphas=30, k=5)
+#: options of ``cmmd=True`` (a dict passed as ``cmmd`` overrides some of them); sigma is
+#: calibrated for unit-norm CLIP embeddings
+CMMD_DEFAULTS: Dict[str, Any] = dict(sigma=SIGMA, scale=SCALE, unbiased=False)
 #: the engine's tile memory budget
 _BLOCK_BYTES: int = inspect.signature(knn_pass).parameters["block_bytes"].default
 
@@ -96,6 +107,7 @@ class Plan:
     per_sample: bool
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
+    cmmd: Optional[Dict[str, Any]] = None
 
 
 def make_plan(
@@ -110,6 +122,7 @@ def make_plan(
     error_bars: Optional[int],
     per_sample: bool,
     names: Optional[Mapping[str, str]] = None,
+    cmmd: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -131,6 +144,9 @@ def make_plan(
     if ab is not None:
         ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
+    cm = _options(cmmd, CMMD_DEFAULTS, "cmmd")
+    if cm is not None:
+        cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
@@ -142,6 +158,7 @@ def make_plan(
         error_bars=error_bars,
         per_sample=per_sample,
         names=names,
+        cmmd=cm,
     )
 
 
@@ -159,6 +176,8 @@ def _check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:
             check_min_samples(real, k, "real", name)
     if plan.k_pr is not None:
         check_min_samples(fake, plan.k_pr, "fake", plan.names["k_pr"])
+    if plan.cmmd is not None:
+        check_cmmd_sizes(real.shape[0], fake.shape[0], plan.cmmd["unbiased"])
 
 
 def scores_from_plan(
@@ -177,7 +196,7 @@ def scores_from_plan(
     member = [k for k in (k_pr, k_dc) if k is not None]
     out: Dict[str, Tensor] = {}
     res: Optional[PassResult] = None
-    if member or plan.realism or plan.authenticity:
+    if member or plan.realism or plan.authenticity or plan.cmmd is not None:
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = knn_pass(
             real,
@@ -193,7 +212,10 @@ def scores_from_plan(
             block_bytes=block_bytes,
             real_cache=real_cache,
             shard=shard,
+            kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
         )
+        if plan.cmmd is not None:
+            out["cmmd"] = cmmd_from_pass(res, scale=plan.cmmd["scale"], unbiased=plan.cmmd["unbiased"])
         if k_pr is not None:
             out["precision"] = precision_from_pass(res, k_pr)
             out["recall"] = recall_from_pass(res, k_pr)
@@ -248,6 +270,7 @@ def generative_metrics(
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = _BLOCK_BYTES,
+    cmmd: Union[bool, Mapping[str, Any]] = False,
 ) -> Dict[str, Tensor]:
     r"""Every score of generated samples ``fake`` against real samples ``real``, from one k-NN pass.
 
@@ -273,7 +296,9 @@ def generative_metrics(
       2018, :func:`.prd_curve` then :func:`.prd_f_beta`);
     * with ``alpha_beta``: ``alphas``, ``alpha_precision_curve``, ``beta_recall_curve``,
       ``alpha_precision``, ``beta_recall`` (integrated) and ``authenticity`` (Alaa et al. 2022,
-      naive mode, :func:`.alpha_precision_beta_recall`).
+      naive mode, :func:`.alpha_precision_beta_recall`);
+    * with ``cmmd``: ``cmmd`` (Jayasumana et al. 2024, :func:`.cmmd`), ``scale`` times the squared
+      MMD with the Gaussian kernel :math:`e^{-\lVert x - y\rVert^2 / 2\sigma^2}`, from the same tiles.
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k``; pass ``k_pr=5, k_dc=5`` for its setting (the papers use k = 3 and 5).
@@ -292,6 +317,9 @@ def generative_metrics(
             as :func:`.prd_curve` does by default).
         alpha_beta: α-precision / β-recall: False, True, or a dict overriding
             ``num_alphas=30, k=5``.
+        cmmd: CMMD: False, True, or a dict overriding ``sigma=10.0, scale=1000.0,
+            unbiased=False`` (sigma is calibrated for unit-norm CLIP embeddings; the passes then
+            run float tiles, never the bfloat16 screen).
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -304,7 +332,7 @@ def generative_metrics(
 
     Returns:
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
-        dtype; ``frechet_distance`` and the PRD curves are float64.
+        dtype; ``frechet_distance``, ``cmmd`` and the PRD curves are float64.
 
     Example:
         The 1-D worked example of the course note "Precision and recall for generative models" (k = 1):
@@ -330,6 +358,7 @@ def generative_metrics(
         alpha_beta=alpha_beta,
         error_bars=error_bars,
         per_sample=per_sample,
+        cmmd=cmmd,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

@@ -35,14 +35,20 @@ class GenerativeMetrics(FeatureMetric):
             :func:`lightning_prd.functional.uncertainty.score_spread` for what it measures).
         per_sample: also return ``realism`` ``[M]`` and ``inside_precision`` ``[M]`` per generated
             sample and ``covered`` ``[N]`` per real sample, in the (gathered) order of ``update``.
+        cmmd: CMMD (Jayasumana et al. 2024, :func:`~lightning_prd.functional.cmmd`), off by
+            default (its ``sigma=10`` is calibrated for unit-norm CLIP embeddings): True, or a dict
+            overriding ``sigma=10.0, scale=1000.0, unbiased=False``. Its kernel sums come from
+            the same tiles (float tiles, never the bfloat16 screen); with
+            ``reset_real_features=False`` the real side's sum is kept across resets.
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
     ``coverage``, ``frechet_distance``; with ``prd``: ``f_beta``, ``f_inv_beta`` and the curves
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
-    ``beta_recall_curve``; with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is
-    reported: a sample at distance 0 from a kept real sample scores ``inf``).
+    ``beta_recall_curve``; with ``cmmd``: ``cmmd`` (float64); with ``realism``: ``realism``
+    ``[M]`` (per-sample scores; no average is reported: a sample at distance 0 from a kept real
+    sample scores ``inf``).
 
     Example:
         >>> import torch
@@ -67,6 +73,7 @@ class GenerativeMetrics(FeatureMetric):
         alpha_beta: Union[bool, Mapping[str, Any]] = True,
         error_bars: Optional[int] = None,
         per_sample: bool = False,
+        cmmd: Union[bool, Mapping[str, Any]] = False,
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
@@ -80,10 +87,12 @@ class GenerativeMetrics(FeatureMetric):
             error_bars=error_bars,
             per_sample=bool(per_sample),
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
+            cmmd=cmmd,
         )
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
+        self.cmmd = self.plan.cmmd
         super().__init__(**kwargs)
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
