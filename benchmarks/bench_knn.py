@@ -9,6 +9,9 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 * ``f32 tiles`` - ``ours`` with the bfloat16 screen off (``LIGHTNING_PRD_SCREEN=0``): every
   tile a float32 GEMM, as on CPUs without native bfloat16 (the screen is on by default where
   the CPU has AVX512-BF16 or AMX; the header line says which);
+* ``+cmmd`` - ``ours`` with CMMD joined (its Gaussian kernel sums over the same tiles, which are
+  then float32 GEMMs: the screen's values are not accurate enough for kernel sums), and its
+  ratio to ``ours``; ``+cmmd f32`` the same against ``f32 tiles``;
 * ``prdc``   - ``prdc.compute_prdc`` (4 scores, full matrices, float32 sklearn distances);
 * ``cdist``  - torch-fidelity-style full ``torch.cdist`` matrices + ``kthvalue`` (P/R/D/C),
   only where the matrices fit in memory.
@@ -111,7 +114,7 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
         torch.mm(a, b.T)
 
 
-def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
+def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, cmmd: bool = False):
     return knn_pass(
         real,
         fake,
@@ -123,7 +126,25 @@ def ours(real: torch.Tensor, fake: torch.Tensor, cache=None):
         fake_values=fake_centre_distance(fake),
         value_ks=[5],
         real_cache=cache,
+        kernel_gamma=1 / 200 if cmmd else None,  # CMMD's sigma = 10
     )
+
+
+def without_screen(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with ``LIGHTNING_PRD_SCREEN=0`` (float32 tiles)."""
+
+    def call() -> object:
+        saved = os.environ.get("LIGHTNING_PRD_SCREEN")
+        os.environ["LIGHTNING_PRD_SCREEN"] = "0"
+        try:
+            return fn()
+        finally:
+            if saved is None:
+                del os.environ["LIGHTNING_PRD_SCREEN"]
+            else:
+                os.environ["LIGHTNING_PRD_SCREEN"] = saved
+
+    return call
 
 
 def cdist_full(real: torch.Tensor, fake: torch.Tensor, k: int = 5) -> None:
@@ -148,15 +169,10 @@ def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[fl
     holder = {}
     rows["ours"] = measure(lambda: holder.setdefault("res", ours(real, fake)))
     rows["ours_cached"] = measure(lambda: ours(real, fake, cache=holder["res"].real))
-    saved = os.environ.get("LIGHTNING_PRD_SCREEN")
-    os.environ["LIGHTNING_PRD_SCREEN"] = "0"
-    try:
-        rows["f32"] = measure(lambda: ours(real, fake))
-    finally:
-        if saved is None:
-            del os.environ["LIGHTNING_PRD_SCREEN"]
-        else:
-            os.environ["LIGHTNING_PRD_SCREEN"] = saved
+    rows["f32"] = measure(without_screen(lambda: ours(real, fake)))
+    if "cmmd" not in skip:
+        rows["cmmd"] = measure(lambda: ours(real, fake, cmmd=True))
+        rows["cmmd_f32"] = measure(without_screen(lambda: ours(real, fake, cmmd=True)))
     if "prdc" not in skip:
         try:
             import prdc
@@ -184,14 +200,15 @@ def _row(n: int, dim: int, r: Dict[str, Tuple[float, Optional[float]]]) -> str:
     return (
         f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
         f"{ratio('ours_cached', 'ours')} | {fmt('f32')} | {fmt('prdc')} | {ratio('prdc', 'ours')} | "
-        f"{fmt('cdist')} | {fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |"
+        f"{fmt('cdist')} | {fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} | "
+        f"{fmt('cmmd')} | {ratio('cmmd', 'ours')} | {fmt('cmmd_f32')} | {ratio('cmmd_f32', 'f32')} |"
     )
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["2000x256", "5000x1024", "10000x2048"], help="NxD, N = M")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist", "cmmd"])
     args = ap.parse_args(argv)
     big = screen_available(torch.device("cpu"), torch.float32, SCREEN_MIN_ROWS, SCREEN_MIN_ELEMENTS)
     print(cpu_features())
@@ -205,9 +222,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     )
     print(
         "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | f32 tiles s | prdc s | "
-        "prdc/ours | cdist s | peak GiB ours / prdc / cdist |"
+        "prdc/ours | cdist s | peak GiB ours / prdc / cdist | +cmmd s | +cmmd/ours | +cmmd f32 s | /f32 tiles |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         r = run(n, dim, args.skip)
