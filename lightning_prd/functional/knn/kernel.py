@@ -86,7 +86,12 @@ class KernelSum:
     def _sum(self, sq: Tensor, split: int = 0) -> Tensor:
         """Float64 sums of ``-g = expm1(-gamma d^2)`` over the columns ``[:split]`` and
         ``[split:]`` of the tile ``sq``, written over it (its values are lost), by row blocks."""
-        step = max(1, ROW_BLOCK_BYTES // max(1, sq.shape[1] * sq.element_size()))
+        # row blocks on CPU (cache); one block on a GPU (a launch per block would cost more)
+        step = (
+            max(1, ROW_BLOCK_BYTES // max(1, sq.shape[1] * sq.element_size()))
+            if sq.device.type == "cpu"
+            else max(1, len(sq))
+        )
         total = torch.zeros(2, dtype=torch.float64, device=sq.device)
         for r in range(0, sq.shape[0], step):
             g = sq[r : r + step].mul_(-self.gamma).expm1_()
