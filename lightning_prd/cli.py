@@ -343,6 +343,7 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
             else None
         ),
         "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
+        "cmmd": scorer.metric.cmmd,
     }
 
 

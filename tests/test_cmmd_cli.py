@@ -40,8 +40,11 @@ def test_evaluate_cmmd_column(files, capsys):
     assert main([*argv, "--json", str(out), "--cmmd"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["cmmd"]]
     assert len(rows) == 1 and float(rows[0][1]) == pytest.approx(want, abs=6e-5) and rows[0][2] == "lower"
-    assert json.loads(out.read_text())["scores"]["cmmd"] == pytest.approx(want, rel=1e-9)
+    payload = json.loads(out.read_text())
+    assert payload["scores"]["cmmd"] == pytest.approx(want, rel=1e-9)
+    assert payload["settings"]["cmmd"] == dict(sigma=10.0, scale=1000.0, unbiased=False)
     assert main([*argv, "--json", str(out)]) == 0  # off by default
+    assert json.loads(out.read_text())["settings"]["cmmd"] is None
     assert not [line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["cmmd"]]
     assert "cmmd" not in json.loads(out.read_text())["scores"]
 
