@@ -48,9 +48,9 @@ class RealSide:
     kernel_sums: Dict[float, Tensor] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, points: Tensor, dtype: torch.dtype) -> RealSide:
+    def build(cls, points: Tensor, dtype: torch.dtype, screens: bool = True) -> RealSide:
         centre = mean64(points)
-        return cls(points=points, centre=centre, prepared=knn.prepare(points, centre, dtype))
+        return cls(points=points, centre=centre, prepared=knn.prepare(points, centre, dtype, screens=screens))
 
     def matches(self, points: Tensor, dtype: torch.dtype) -> bool:
         """True when this cache was built from exactly ``points`` (same object or same values)."""
@@ -166,9 +166,12 @@ def knn_pass(
     for k in fake_ks:
         check_min_samples(fake, k, "fake")
 
-    side = real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt)
+    screens = kernel_gamma is None  # kernel sums need float tiles: no screen rows to build
+    side = (
+        real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt, screens)
+    )
     real_set = knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
-    fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes)
+    fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes, screens=screens)
     fake_kernel = cross_kernel = None
     if kernel_gamma is not None:  # kernel values need float tiles (one centred copy per set)
         real_set, fake_set = unscreened(real_set, block_bytes), unscreened(fake_set, block_bytes)
