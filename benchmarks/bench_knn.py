@@ -11,6 +11,9 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 * ``f32 tiles`` - ``ours`` with the bfloat16 screen off (``LIGHTNING_PRD_SCREEN=0``): every
   tile a float32 GEMM, as on CPUs without native bfloat16 (the screen is on by default where
   the CPU has AVX512-BF16 or AMX; the header line says which);
+* ``+prob+cover+cmmd`` - ``+families`` with CMMD joined too (its Gaussian kernel sums over the
+  same tiles, which are then float32 GEMMs: the screen's values are not accurate enough for
+  kernel sums), and its ratio to ``ours``; ``f32 +prob+cover+cmmd`` the same against ``f32 tiles``;
 * ``prdc``   - ``prdc.compute_prdc`` (4 scores, full matrices, float32 sklearn distances);
 * ``cdist``  - torch-fidelity-style full ``torch.cdist`` matrices + ``kthvalue`` (P/R/D/C),
   only where the matrices fit in memory.
@@ -114,7 +117,7 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
         torch.mm(a, b.T)
 
 
-def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = False):
+def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = False, cmmd: bool = False):
     k, C = cover_k(None, 3, len(real))
     return knn_pass(
         real,
@@ -129,7 +132,25 @@ def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = Fa
         cover_ks=[C * k] if families else [],
         soft=(4, 1.2, False) if families else None,
         real_cache=cache,
+        kernel_gamma=1 / 200 if cmmd else None,  # CMMD's sigma = 10
     )
+
+
+def without_screen(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with ``LIGHTNING_PRD_SCREEN=0`` (float32 tiles)."""
+
+    def call() -> object:
+        saved = os.environ.get("LIGHTNING_PRD_SCREEN")
+        os.environ["LIGHTNING_PRD_SCREEN"] = "0"
+        try:
+            return fn()
+        finally:
+            if saved is None:
+                del os.environ["LIGHTNING_PRD_SCREEN"]
+            else:
+                os.environ["LIGHTNING_PRD_SCREEN"] = saved
+
+    return call
 
 
 def cdist_full(real: torch.Tensor, fake: torch.Tensor, k: int = 5) -> None:
@@ -155,15 +176,10 @@ def run(n: int, dim: int, skip: List[str]) -> Dict[str, Tuple[float, Optional[fl
     rows["ours"] = measure(lambda: holder.setdefault("res", ours(real, fake)))
     rows["ours_cached"] = measure(lambda: ours(real, fake, cache=holder["res"].real))
     rows["ours_fam"] = measure(lambda: ours(real, fake, families=True))
-    saved = os.environ.get("LIGHTNING_PRD_SCREEN")
-    os.environ["LIGHTNING_PRD_SCREEN"] = "0"
-    try:
-        rows["f32"] = measure(lambda: ours(real, fake))
-    finally:
-        if saved is None:
-            del os.environ["LIGHTNING_PRD_SCREEN"]
-        else:
-            os.environ["LIGHTNING_PRD_SCREEN"] = saved
+    rows["f32"] = measure(without_screen(lambda: ours(real, fake)))
+    if "cmmd" not in skip:
+        rows["ours_all"] = measure(lambda: ours(real, fake, families=True, cmmd=True))
+        rows["f32_all"] = measure(without_screen(lambda: ours(real, fake, families=True, cmmd=True)))
     if "prdc" not in skip:
         try:
             import prdc
@@ -190,7 +206,8 @@ def _row(n: int, dim: int, r: Dict[str, Tuple[float, Optional[float]]]) -> str:
 
     return (
         f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
-        f"{ratio('ours_cached', 'ours')} | {fmt('ours_fam')} | {ratio('ours_fam', 'ours')} | {fmt('f32')} | "
+        f"{ratio('ours_cached', 'ours')} | {fmt('ours_fam')} | {ratio('ours_fam', 'ours')} | {fmt('ours_all')} | "
+        f"{ratio('ours_all', 'ours')} | {fmt('f32')} | {fmt('f32_all')} | {ratio('f32_all', 'f32')} | "
         f"{fmt('prdc')} | {ratio('prdc', 'ours')} | "
         f"{fmt('cdist')} | {fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |"
     )
@@ -199,7 +216,7 @@ def _row(n: int, dim: int, r: Dict[str, Tuple[float, Optional[float]]]) -> str:
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["2000x256", "5000x1024", "10000x2048"], help="NxD, N = M")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["prdc", "cdist", "cmmd"])
     args = ap.parse_args(argv)
     big = screen_available(torch.device("cpu"), torch.float32, SCREEN_MIN_ROWS, SCREEN_MIN_ELEMENTS)
     print(cpu_features())
@@ -212,10 +229,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         )
     )
     print(
-        "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | +families s | fam/ours | "
-        "f32 tiles s | prdc s | prdc/ours | cdist s | peak GiB ours / prdc / cdist |"
+        "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | +prob+cover s | /ours | "
+        "+prob+cover+cmmd s | /ours | f32 tiles s | f32 +prob+cover+cmmd s | /f32 | prdc s | prdc/ours | cdist s | "
+        "peak GiB ours / prdc / cdist |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|" + "---|" * 18)
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         r = run(n, dim, args.skip)

@@ -208,6 +208,11 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         help="add TopP&R (top_precision, top_recall, top_f1; its own pass; more than 160 samples per set)",
     )
     p.add_argument(
+        "--cmmd",
+        action="store_true",
+        help="add CMMD (Gaussian-kernel MMD; its sigma = 10 is calibrated for unit-norm CLIP embeddings)",
+    )
+    p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
@@ -295,6 +300,7 @@ class _Scorer:
             ball=args.ball,
             probabilistic=not args.no_probabilistic,
             pr_cover=not args.no_pr_cover,
+            cmmd=args.cmmd,
         ).to(device)
         self.metric.update(self.real, real=True)
 
@@ -369,6 +375,7 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "top_pr": scorer.metric.top_pr,
         "probabilistic": scorer.metric.probabilistic,
         "pr_cover": scorer.metric.pr_cover,
+        "cmmd": scorer.metric.cmmd,
     }
 
 

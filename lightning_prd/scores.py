@@ -44,6 +44,7 @@ DIRECTIONS: Dict[str, str] = {
     "p_recall": "higher",
     "precision_cover": "higher",
     "recall_cover": "higher",
+    "cmmd": "lower",
 }
 
 #: how each direction reads in a table

@@ -6,6 +6,7 @@ All maths of the package lives here; the Metric classes and the callback only ca
 from lightning_prd.functional._oneclass import train_oneclass
 from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precision_beta_recall, authenticity
 from lightning_prd.functional.audit import audit_samples, filter_fake
+from lightning_prd.functional.cmmd import cmmd
 from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.generative import generative_metrics
@@ -22,6 +23,7 @@ __all__ = [
     "alpha_precision_beta_recall",
     "audit_samples",
     "authenticity",
+    "cmmd",
     "density_coverage",
     "filter_fake",
     "frechet_distance",

@@ -1,7 +1,8 @@
 """Plans one shared k-NN evaluation from what the metrics ask for, and caches the real side.
 
 :func:`knn_pass` validates the inputs, finds the radii each requested score needs, runs the
-three tile passes of :mod:`.knn` once, and returns the raw per-sample results. The public
+three tile passes of :mod:`.knn` once, and returns the raw per-sample results (and, when asked,
+the Gaussian kernel sums of the three tile families, :class:`KernelSums`). The public
 functions and the Metric classes turn those into scores.
 """
 
@@ -23,6 +24,8 @@ from lightning_prd.functional._validation import (
     check_pair,
     compute_dtype,
 )
+from lightning_prd.functional.knn.kernel import KernelSum
+from lightning_prd.functional.knn.points import unscreened
 from lightning_prd.functional.knn.shard import Shard
 
 
@@ -35,17 +38,20 @@ class RealSide:
         centre: float64 mean of ``points``; both sets are centred by it.
         prepared: the real rows, centre and centred norms for the GEMM pass.
         sq_radii: exact float64 squared ``NND_k`` per k computed so far.
+        kernel_sums: float64 sum of ``1 - exp(-gamma d^2)`` over the ordered real pairs
+            ``i != j``, per ``gamma`` computed so far (:mod:`.knn.kernel`).
     """
 
     points: Tensor
     centre: Tensor
     prepared: knn.PointSet
     sq_radii: Dict[int, Tensor] = field(default_factory=dict)
+    kernel_sums: Dict[float, Tensor] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, points: Tensor, dtype: torch.dtype) -> RealSide:
+    def build(cls, points: Tensor, dtype: torch.dtype, screens: bool = True) -> RealSide:
         centre = mean64(points)
-        return cls(points=points, centre=centre, prepared=knn.prepare(points, centre, dtype))
+        return cls(points=points, centre=centre, prepared=knn.prepare(points, centre, dtype, screens=screens))
 
     def matches(self, points: Tensor, dtype: torch.dtype) -> bool:
         """True when this cache was built from exactly ``points`` (same object or same values)."""
@@ -56,12 +62,39 @@ class RealSide:
         return self.points is points or bool(torch.equal(self.points, points))
 
     def ensure_radii(
-        self, ks: Sequence[int], block_bytes: int, shard: Optional[Shard] = None, work: Optional[knn.PointSet] = None
+        self,
+        ks: Sequence[int],
+        block_bytes: int,
+        shard: Optional[Shard] = None,
+        work: Optional[knn.PointSet] = None,
+        gamma: Optional[float] = None,
     ) -> None:
-        """Compute the missing radii (on ``work``, this side's points with a centred working copy, if given)."""
+        """Compute the missing radii (on ``work``, this side's points with a centred working copy, if given),
+        and the kernel sum of ``gamma`` if it is missing (in the same self pass)."""
         missing = sorted(set(ks) - set(self.sq_radii))
-        if missing:
-            self.sq_radii.update(knn.self_knn(work if work is not None else self.prepared, missing, block_bytes, shard))
+        kernel = None if gamma is None or gamma in self.kernel_sums else KernelSum(gamma, self.points.device)
+        if missing or kernel is not None:
+            points = work if work is not None else self.prepared
+            self.sq_radii.update(knn.self_knn(points, missing, block_bytes, shard, kernel=kernel))
+        if kernel is not None and gamma is not None:
+            self.kernel_sums[gamma] = kernel.total
+
+
+@dataclass
+class KernelSums:
+    """Float64 sums of ``g = 1 - exp(-gamma d^2)`` over the pairs of each tile family.
+
+    Attributes:
+        gamma: ``1 / (2 sigma^2)``.
+        real: over the ordered real pairs ``i != j`` (``N (N - 1)`` terms).
+        fake: over the ordered generated pairs ``i != j`` (``M (M - 1)`` terms).
+        cross: over the real x generated pairs (``N M`` terms).
+    """
+
+    gamma: float
+    real: Tensor
+    fake: Tensor
+    cross: Tensor
 
 
 @dataclass
@@ -74,6 +107,7 @@ class PassResult:
     dtype: torch.dtype
     num_real: int
     num_fake: int
+    kernel: Optional[KernelSums] = None
 
 
 def requested(value: Optional[Tensor], name: str) -> Tensor:
@@ -101,6 +135,7 @@ def knn_pass(
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
     ball: str = "closed",
+    kernel_gamma: Optional[float] = None,
 ) -> PassResult:
     """Run the k-NN passes that the requested reductions need, once.
 
@@ -126,6 +161,9 @@ def knn_pass(
         ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, as ``prdc``) balls for
             ``member_ks`` and ``recall_ks``. Radii, realism, nearest neighbours and the
             balls of ``value_ks`` are the same either way.
+        kernel_gamma: also sum the Gaussian kernel ``exp(-gamma d^2)`` of this ``gamma`` over
+            the three tile families (:class:`KernelSums`; the passes then run float tiles,
+            never the bfloat16 screen, whose values are intervals).
     """
     real = as_features(real, "real")
     fake = as_features(fake, "fake")
@@ -148,11 +186,20 @@ def knn_pass(
     for k in fake_ks:
         check_min_samples(fake, k, "fake")
 
-    side = real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt)
+    screens = kernel_gamma is None  # kernel sums need float tiles: no screen rows to build
+    side = (
+        real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt, screens)
+    )
     real_set = knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
-    side.ensure_radii(real_ks, block_bytes, shard, work=real_set)
-    fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes)
-    fake_sq_radii = knn.self_knn(fake_set, fake_ks, block_bytes, shard) if fake_ks else {}
+    fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes, screens=screens)
+    fake_kernel = cross_kernel = None
+    if kernel_gamma is not None:  # kernel values need float tiles (one centred copy per set)
+        real_set, fake_set = unscreened(real_set, block_bytes), unscreened(fake_set, block_bytes)
+        fake_kernel, cross_kernel = KernelSum(kernel_gamma, fake.device), KernelSum(kernel_gamma, fake.device)
+    side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma)
+    fake_sq_radii: Dict[int, Tensor] = {}
+    if fake_ks or fake_kernel is not None:
+        fake_sq_radii = knn.self_knn(fake_set, fake_ks, block_bytes, shard, kernel=fake_kernel)
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
     soft_sq_radii = None
@@ -179,5 +226,9 @@ def knn_pass(
         block_bytes=block_bytes,
         shard=shard,
         strict=ball == "open",
+        kernel=cross_kernel,
     )
-    return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0])
+    sums = None
+    if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:
+        sums = KernelSums(kernel_gamma, side.kernel_sums[kernel_gamma], fake_kernel.total, cross_kernel.total)
+    return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0], sums)

@@ -8,6 +8,8 @@ the separate functions :func:`.precision_recall`, :func:`.density_coverage`,
 :func:`.kernel_inception_distance` and :func:`.vendi_score` called with the same options (the
 last two need no k-NN pass and are off by default). :class:`~lightning_prd.GenerativeMetrics`
 computes through :func:`scores_from_plan`.
+:func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance` and :func:`.cmmd` called with
+the same options. :class:`~lightning_prd.GenerativeMetrics` computes through :func:`scores_from_plan`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ from lightning_prd.functional.alpha_beta import (
     alpha_beta_from_pass,
     check_num_alphas,
     fake_centre_distance,
+)
+from lightning_prd.functional.cmmd import (
+    SCALE,
+    SIGMA,
+    check_cmmd_options,
+    check_cmmd_sizes,
+    cmmd_from_pass,
+    gamma_of,
 )
 from lightning_prd.functional.density_coverage import (
     coverage_from_pass,
@@ -71,6 +81,9 @@ VENDI_DEFAULTS: Dict[str, Any] = dict(q=1.0, normalize=True)
 PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2, terms="all")
 #: options of ``pr_cover=True`` (Cheema & Urner 2023; ``k=None``: ``ceil((ln N + 6) / C)``)
 PR_COVER_DEFAULTS: Dict[str, Any] = dict(k=None, C=3)
+#: options of ``cmmd=True`` (a dict passed as ``cmmd`` overrides some of them); sigma is
+#: calibrated for unit-norm CLIP embeddings
+CMMD_DEFAULTS: Dict[str, Any] = dict(sigma=SIGMA, scale=SCALE, unbiased=False)
 #: the engine's tile memory budget
 _BLOCK_BYTES: int = inspect.signature(knn_pass).parameters["block_bytes"].default
 
@@ -122,6 +135,7 @@ class Plan:
     lenient: Tuple[str, ...] = ()
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
+    cmmd: Optional[Dict[str, Any]] = None
 
 
 def make_plan(
@@ -142,6 +156,7 @@ def make_plan(
     ball: str = "closed",
     probabilistic: Union[bool, Mapping[str, Any], None] = False,
     pr_cover: Union[bool, Mapping[str, Any], None] = False,
+    cmmd: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -180,6 +195,9 @@ def make_plan(
     cover = _options(pr_cover, PR_COVER_DEFAULTS, "pr_cover")
     if cover is not None:
         cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
+    cm = _options(cmmd, CMMD_DEFAULTS, "cmmd")
+    if cm is not None:
+        cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
@@ -198,6 +216,7 @@ def make_plan(
         names=names,
         kid=kid_opts,
         vendi=vendi_opts,
+        cmmd=cm,
     )
 
 
@@ -215,6 +234,8 @@ def _check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:
             check_min_samples(real, k, "real", name)
     if plan.k_pr is not None:
         check_min_samples(fake, plan.k_pr, "fake", plan.names["k_pr"])
+    if plan.cmmd is not None:
+        check_cmmd_sizes(real.shape[0], fake.shape[0], plan.cmmd["unbiased"])
 
 
 def _small(real: Tensor, fake: Tensor, k: int) -> bool:
@@ -265,7 +286,8 @@ def scores_from_plan(
     prob, cover_kc = _families(plan, real, fake)
     out: Dict[str, Tensor] = {}
     res: Optional[PassResult] = None
-    if member or plan.realism or plan.authenticity or prob is not None or cover_kc is not None:
+    joined = prob is not None or cover_kc is not None or plan.cmmd is not None
+    if member or plan.realism or plan.authenticity or joined:
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = knn_pass(
             real,
@@ -284,7 +306,10 @@ def scores_from_plan(
             real_cache=real_cache,
             shard=shard,
             ball=plan.ball,
+            kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
         )
+        if plan.cmmd is not None:
+            out["cmmd"] = cmmd_from_pass(res, scale=plan.cmmd["scale"], unbiased=plan.cmmd["unbiased"])
         if k_pr is not None:
             out["precision"] = precision_from_pass(res, k_pr)
             out["recall"] = recall_from_pass(res, k_pr)
@@ -358,6 +383,7 @@ def generative_metrics(
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = _BLOCK_BYTES,
     ball: str = "closed",
+    cmmd: Union[bool, Mapping[str, Any]] = False,
 ) -> Dict[str, Tensor]:
     r"""Every score of generated samples ``fake`` against real samples ``real``, from one k-NN pass.
 
@@ -396,6 +422,8 @@ def generative_metrics(
     * with ``pr_cover``: ``precision_cover``, ``recall_cover`` (Cheema & Urner 2023,
       :func:`.precision_recall_cover`): share of samples whose own ``NND_{Ck}`` ball holds at
       least ``k`` samples of the other set.
+    * with ``cmmd``: ``cmmd`` (Jayasumana et al. 2024, :func:`.cmmd`), ``scale`` times the squared
+      MMD with the Gaussian kernel :math:`e^{-\lVert x - y\rVert^2 / 2\sigma^2}`, from the same tiles.
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k`` and open balls (``d < r``); pass ``k_pr=5, k_dc=5, ball="open"`` for its
@@ -429,6 +457,9 @@ def generative_metrics(
             ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``. With ``True`` a family is left out
             when a set is too small for its radii (``k + 1``, ``C k + 1`` samples); with a dict
             that raises.
+        cmmd: CMMD: False, True, or a dict overriding ``sigma=10.0, scale=1000.0,
+            unbiased=False`` (sigma is calibrated for unit-norm CLIP embeddings; the passes then
+            run float tiles, never the bfloat16 screen).
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -446,6 +477,7 @@ def generative_metrics(
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
         dtype; ``frechet_distance``, ``kid``, ``kid_std``, ``vendi``, ``vendi_real`` and the PRD
         curves are float64.
+        dtype; ``frechet_distance``, ``cmmd`` and the PRD curves are float64.
 
     Example:
         The 1-D worked example of the course note "Precision and recall for generative models" (k = 1):
@@ -477,6 +509,7 @@ def generative_metrics(
         ball=ball,
         probabilistic=probabilistic,
         pr_cover=pr_cover,
+        cmmd=cmmd,
     )
     real, fake = as_features(real, "real"), as_features(fake, "fake")
     check_pair(real, fake)

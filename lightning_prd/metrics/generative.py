@@ -60,6 +60,11 @@ class GenerativeMetrics(FeatureMetric):
         ball: ``"closed"`` (``d <= r``, default) or ``"open"`` (``d < r``, as the ``prdc``
             package) balls of precision, recall, density and coverage; realism, α-precision,
             β-recall and authenticity do not depend on it.
+        cmmd: CMMD (Jayasumana et al. 2024, :func:`~lightning_prd.functional.cmmd`), off by
+            default (its ``sigma=10`` is calibrated for unit-norm CLIP embeddings): True, or a dict
+            overriding ``sigma=10.0, scale=1000.0, unbiased=False``. Its kernel sums come from
+            the same tiles (float tiles, never the bfloat16 screen); with
+            ``reset_real_features=False`` the real side's sum is kept across resets.
         kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
@@ -71,6 +76,9 @@ class GenerativeMetrics(FeatureMetric):
     ``beta_recall_curve``; with ``kid``: ``kid``, ``kid_std``; with ``vendi``: ``vendi`` (generated
     set), ``vendi_real`` (real set); with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is
     reported: a sample at distance 0 from a kept real sample scores ``inf``).
+    ``beta_recall_curve``; with ``cmmd``: ``cmmd`` (float64); with ``realism``: ``realism``
+    ``[M]`` (per-sample scores; no average is reported: a sample at distance 0 from a kept real
+    sample scores ``inf``).
 
     Example:
         >>> import torch
@@ -101,6 +109,7 @@ class GenerativeMetrics(FeatureMetric):
         ball: str = "closed",
         probabilistic: Union[bool, Mapping[str, Any]] = True,
         pr_cover: Union[bool, Mapping[str, Any]] = True,
+        cmmd: Union[bool, Mapping[str, Any]] = False,
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
@@ -120,6 +129,7 @@ class GenerativeMetrics(FeatureMetric):
             ball=ball,
             probabilistic=probabilistic,
             pr_cover=pr_cover,
+            cmmd=cmmd,
         )
         self.ball = self.plan.ball
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
@@ -128,6 +138,7 @@ class GenerativeMetrics(FeatureMetric):
         self.kid, self.vendi = self.plan.kid, self.plan.vendi
         self.top_pr = self.plan.top_pr
         self.probabilistic, self.pr_cover = self.plan.probabilistic, self.plan.pr_cover
+        self.cmmd = self.plan.cmmd
         super().__init__(**kwargs)
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False

@@ -5,10 +5,11 @@ Stage: top of the engine (may call every stage below: :mod:`.members`, :mod:`.re
 Each tile is reduced while it is in memory: fake membership in the real balls, ball counts
 and hits (precision, density, coverage), real membership in the fake balls (recall), per-ball
 minima of per-fake values (beta-recall), realism, and running nearest-neighbour lists made
-exact at the end (authenticity), ball counts of both sides' wider balls (PR-cover) and soft
-ball products (probabilistic precision and recall, :mod:`.soft`). ``strict`` makes the balls of
-precision, recall, density and coverage open (``d < r``, as the ``prdc`` package); the balls of
-beta-recall and PR-cover stay closed. A screened tile with too many ambiguous pairs is
+exact at the end (authenticity), ball counts of both sides' wider balls (PR-cover), soft
+ball products (probabilistic precision and recall, :mod:`.soft`) and the Gaussian kernel sum
+(:mod:`.kernel`, which needs float tiles: such a pass is not screened). ``strict`` makes the
+balls of precision, recall, density and coverage open (``d < r``, as the ``prdc`` package); the
+balls of beta-recall and PR-cover stay closed. A screened tile with too many ambiguous pairs is
 recomputed from the float rows (:data:`AMBIGUOUS_SHARE`).
 
 Example:
@@ -33,6 +34,7 @@ from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
 from lightning_prd.functional.knn.exact import exact_pairs, lowest_identical
+from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.members import Ambiguous, Members, rows_inside
 from lightning_prd.functional.knn.points import (
@@ -110,6 +112,7 @@ def cross_pass(
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
     strict: bool = False,
+    kernel: Optional[KernelSum] = None,
 ) -> CrossResult:
     """One pass over the real x fake tiles, reduced in both directions.
 
@@ -129,8 +132,10 @@ def cross_pass(
         shard: compute only this process's tiles and combine the accumulators across the group.
         strict: open balls (``d < r``) for ``member_ks`` and ``recall_ks``; closed (``d <= r``)
             otherwise. The balls of ``value_ks`` are closed either way.
+        kernel: a Gaussian kernel sum every real x fake pair is added to.
     """
-    if (real.screened is None) != (fake.screened is None):  # one set too small to be screened
+    # one set too small to be screened, or kernel values wanted (float tiles)
+    if (real.screened is None) != (fake.screened is None) or kernel is not None:
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
     if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
@@ -246,7 +251,11 @@ def cross_pass(
             near_fake.update(cs, sq, 0, i0)
         if near_real is not None:
             near_real.update(rs, sq, 1, j0)
+        if kernel is not None:  # last: it overwrites the tile
+            kernel.add(sq)
 
+    if kernel is not None:
+        kernel.reduce(shard)
     if shard is not None:
         _combine(res, shard)
         for near in (near_fake, near_real):

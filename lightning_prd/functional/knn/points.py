@@ -97,14 +97,16 @@ class PointSet:
         return PointSet(self.original[rows], self.centre, self.sq_norms[rows], centred, screened)
 
 
-def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192, cache_bytes: int = 0) -> PointSet:
+def prepare(
+    points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192, cache_bytes: int = 0, screens: bool = True
+) -> PointSet:
     """Wrap ``points`` for the GEMM pass: the centre in ``dtype`` and the centred squared norms
     (with a centred working copy when it takes at most ``cache_bytes``, see :func:`with_centred`),
     and the bfloat16 screen rows where the hardware multiplies bfloat16 natively
-    (:func:`.screen.screen_available`)."""
+    (:func:`.screen.screen_available`) unless ``screens`` is False (passes that need float tiles)."""
     centre = centre.to(device=points.device, dtype=dtype)
     sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
-    screened = screen(points, centre) if screen_available(points.device, dtype, *points.shape) else None
+    screened = screen(points, centre) if screens and screen_available(points.device, dtype, *points.shape) else None
     out = with_centred(PointSet(points, centre, sq, screened=screened), cache_bytes)
     for s0 in range(0, points.shape[0], chunk):
         sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)

@@ -7,7 +7,9 @@ a few wide tiles (:func:`.tiling.strip_chunks`, efficient GEMMs however thin the
 tile updates the running top-``t`` lists of its rows and, transposed, of its columns beyond
 the diagonal square (about half the GEMM work of a full pass); the diagonal is masked by
 index, so an exact duplicate still counts at distance 0 (``NND_k(x)`` excludes ``x`` itself,
-``DESIGN.md``). The lists are then made exact by :func:`.refine.refine_topk`.
+``DESIGN.md``). The lists are then made exact by :func:`.refine.refine_topk`. Given a
+:class:`.kernel.KernelSum`, each tile then adds its kernel values (float32 or float64 tiles:
+the pass is not screened).
 
 Example:
     >>> import torch
@@ -26,6 +28,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.lists import merge_tile
 from lightning_prd.functional.knn.points import (
     PointSet,
@@ -41,23 +44,30 @@ from lightning_prd.functional.knn.shard import Shard
 
 
 def self_knn(
-    points: PointSet, ks: Iterable[int], block_bytes: int = tiling.DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
+    points: PointSet,
+    ks: Iterable[int],
+    block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
+    shard: Optional[Shard] = None,
+    kernel: Optional[KernelSum] = None,
 ) -> Dict[int, Tensor]:
     """``NND_k`` for every ``k`` in ``ks``: distance to the k-th nearest *other* row.
 
     Returns exact float64 *squared* distances, one ``[n]`` tensor per ``k`` (squared, so that
     ``d^2 <= r^2`` comparisons stay exact; ``.sqrt()`` for radii). With a ``shard``, this
     process computes its share of the tiles and the running lists are merged across the group.
+    With a ``kernel`` sum, every ordered pair ``i != j`` is added to it (``ks`` may be empty).
     """
     ks = sorted(set(int(k) for k in ks))
     n = len(points)
-    if points.screened is not None:
+    if kernel is not None:
+        points = unscreened(points, block_bytes)
+    elif points.screened is not None:
         offset = estimate_offset(points, points, ks[-1], True)
         if screen_pays(points, points, offset):
             set_offset(offset, points)
         else:
             points = unscreened(points, block_bytes)
-    t = min(ks[-1] + points.slack, n - 1)
+    t = min(ks[-1] + points.slack, n - 1) if ks else 0
     dev, cdt = points.original.device, points.dtype
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
@@ -80,11 +90,18 @@ def self_knn(
             sq = tiling.sq_tile(buf, a_blk, a_sq, b_blk, points.sq_norms[cols], offset)
             if j0 == i0:
                 sq.diagonal().fill_(math.inf)
-            merge_tile(vals, idx, rows, sq, 1, j0, t)
-            if j0 != i0:
-                merge_tile(vals, idx, cols, sq, 0, i0, t)
-            elif j1 > rows.stop:  # the diagonal square is merged along its rows only
-                merge_tile(vals, idx, slice(rows.stop, j1), sq[:, n_rows:], 0, i0, t)
+            if t:
+                merge_tile(vals, idx, rows, sq, 1, j0, t)
+                if j0 != i0:
+                    merge_tile(vals, idx, cols, sq, 0, i0, t)
+                elif j1 > rows.stop:  # the diagonal square is merged along its rows only
+                    merge_tile(vals, idx, slice(rows.stop, j1), sq[:, n_rows:], 0, i0, t)
+            if kernel is not None:  # last: it overwrites the tile
+                kernel.add_self(sq, n_rows, j0 == i0)
+    if kernel is not None:
+        kernel.reduce(shard)
+    if not ks:
+        return {}
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
     refined = refine_topk(
