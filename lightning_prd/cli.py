@@ -194,8 +194,10 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     )
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
-    p.add_argument("--no-probabilistic", action="store_true", help="skip probabilistic precision and recall")
-    p.add_argument("--no-pr-cover", action="store_true", help="skip precision cover and recall cover")
+    p.add_argument(
+        "--probabilistic", action="store_true", help="add probabilistic precision and recall (p_precision, p_recall)"
+    )
+    p.add_argument("--pr-cover", action="store_true", help="add precision cover and recall cover")
     p.add_argument(
         "--kid",
         action="store_true",
@@ -298,8 +300,8 @@ class _Scorer:
             vendi=args.vendi,
             top_pr=bool(args.top_pr),
             ball=args.ball,
-            probabilistic=not args.no_probabilistic,
-            pr_cover=not args.no_pr_cover,
+            probabilistic=args.probabilistic,
+            pr_cover=args.pr_cover,
             cmmd=args.cmmd,
         ).to(device)
         self.metric.update(self.real, real=True)

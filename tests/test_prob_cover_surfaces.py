@@ -20,8 +20,8 @@ REAL = torch.randn(120, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 1.2 * torch.randn(90, 3, generator=torch.Generator().manual_seed(1))
 
 
-def test_metric_class_on_by_default_and_equal_to_functions():
-    m = GenerativeMetrics(prd=False, alpha_beta=False)
+def test_metric_class_switches_and_equal_to_functions():
+    m = GenerativeMetrics(prd=False, alpha_beta=False, probabilistic=True, pr_cover=True)
     m.update(REAL[:70], real=True)
     m.update(REAL[70:], real=True)
     m.update(FAKE, real=False)
@@ -29,7 +29,7 @@ def test_metric_class_on_by_default_and_equal_to_functions():
     pp, pr = F.probabilistic_precision_recall(REAL, FAKE)
     pc, rc = F.precision_recall_cover(REAL, FAKE)
     assert [float(out[k]) for k in NEW_KEYS] == [float(v) for v in (pp, pr, pc, rc)]
-    off = GenerativeMetrics(prd=False, alpha_beta=False, probabilistic=False, pr_cover=False)
+    off = GenerativeMetrics(prd=False, alpha_beta=False)  # off by default
     off.update(REAL, real=True)
     off.update(FAKE, real=False)
     assert not set(NEW_KEYS) & set(off.compute())
@@ -92,7 +92,7 @@ def feature_files(tmp_path):
 def test_cli_evaluate_columns_and_flags(feature_files, capfd):
     base = ["evaluate", "--real", str(feature_files / "real.npy"), "--fake", str(feature_files / "fake.npy")]
     out = feature_files / "s.json"
-    assert main([*base, "--no-prd", "--no-alpha-beta", "--json", str(out), "-q"]) == 0
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--probabilistic", "--pr-cover", "--json", str(out), "-q"]) == 0
     table = capfd.readouterr().out
     got = json.loads(out.read_text())
     for key, value in zip(
@@ -101,17 +101,21 @@ def test_cli_evaluate_columns_and_flags(feature_files, capfd):
         assert got["scores"][key] == pytest.approx(float(value), abs=1e-7)
         assert key in table and direction_label(key) == "higher"
     assert got["settings"]["probabilistic"] == dict(k=4, a=1.2, terms="all") and got["settings"]["pr_cover"]["C"] == 3
-    assert main([*base, "--no-prd", "--no-alpha-beta", "--no-probabilistic", "--json", str(out), "-q"]) == 0
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--pr-cover", "--json", str(out), "-q"]) == 0
     scores = json.loads(out.read_text())["scores"]
     assert "p_precision" not in scores and "precision_cover" in scores
-    assert main([*base, "--no-prd", "--no-alpha-beta", "--no-pr-cover", "--json", str(out), "-q"]) == 0
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--probabilistic", "--json", str(out), "-q"]) == 0
     scores = json.loads(out.read_text())["scores"]
     assert "p_precision" in scores and "precision_cover" not in scores
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--json", str(out), "-q"]) == 0
+    scores = json.loads(out.read_text())["scores"]
+    assert "p_precision" not in scores and "precision_cover" not in scores
 
 
 def test_cli_compare_columns(feature_files, capfd):
     argv = ["compare", "--real", str(feature_files / "real.npy"), "--fake"]
-    argv += [str(feature_files / "fake.npy"), str(feature_files / "fake2.npy"), "--no-prd", "--no-alpha-beta", "-q"]
+    argv += [str(feature_files / "fake.npy"), str(feature_files / "fake2.npy"), "--no-prd", "--no-alpha-beta"]
+    argv += ["--probabilistic", "--pr-cover", "-q"]
     assert main(argv) == 0
     table = capfd.readouterr().out
     for key in NEW_KEYS:
