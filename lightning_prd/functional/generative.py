@@ -5,42 +5,46 @@ The real x real, fake x fake and real x fake distance tiles are each computed on
 the separate functions :func:`.precision_recall`, :func:`.density_coverage`,
 :func:`.realism_score`, :func:`.authenticity`, :func:`.alpha_precision_beta_recall`,
 :func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance`,
-:func:`.kernel_inception_distance` and :func:`.vendi_score` called with the same options (the
-last two need no k-NN pass and are off by default). :class:`~lightning_prd.GenerativeMetrics`
-computes through :func:`scores_from_plan`.
-:func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance` and :func:`.cmmd` called with
-the same options. :class:`~lightning_prd.GenerativeMetrics` computes through :func:`scores_from_plan`.
+:func:`.probabilistic_precision_recall`, :func:`.precision_recall_cover` and :func:`.cmmd`
+(which join the pass), :func:`.top_precision_recall`, :func:`.kernel_inception_distance` and
+:func:`.vendi_score` (which need no k-NN pass) called with the same options. The options are a
+:class:`._plan.Plan`; :class:`~lightning_prd.GenerativeMetrics` computes through
+:func:`scores_from_plan`.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
+from lightning_prd.functional._plan import (
+    ALPHA_BETA_DEFAULTS,
+    CMMD_DEFAULTS,
+    KID_DEFAULTS,
+    PR_COVER_DEFAULTS,
+    PRD_DEFAULTS,
+    PROBABILISTIC_DEFAULTS,
+    TOP_PR_DEFAULTS,
+    VENDI_DEFAULTS,
+    Plan,
+    check_sizes,
+    family_options,
+    make_plan,
+)
 from lightning_prd.functional._validation import (
     as_features,
-    check_ball,
-    check_int,
-    check_min_samples,
     check_pair,
-    check_positive_int,
 )
 from lightning_prd.functional.alpha_beta import (
     _authentic_from_pass,
     alpha_beta_from_pass,
-    check_num_alphas,
     fake_centre_distance,
 )
 from lightning_prd.functional.cmmd import (
-    SCALE,
-    SIGMA,
-    check_cmmd_options,
-    check_cmmd_sizes,
     cmmd_from_pass,
     gamma_of,
 )
@@ -49,12 +53,10 @@ from lightning_prd.functional.density_coverage import (
     density_from_pass,
 )
 from lightning_prd.functional.frechet import frechet_distance
-from lightning_prd.functional.kid import check_kid_options, kid_scores
+from lightning_prd.functional.kid import kid_scores
 from lightning_prd.functional.knn.shard import Shard
-from lightning_prd.functional.pr_cover import check_cover_options, check_cover_sizes, cover_from_pass, cover_k
+from lightning_prd.functional.pr_cover import cover_from_pass
 from lightning_prd.functional.prd import (
-    check_beta,
-    check_prd_options,
     prd_curve,
     prd_f_beta,
 )
@@ -62,207 +64,28 @@ from lightning_prd.functional.precision_recall import (
     precision_from_pass,
     recall_from_pass,
 )
-from lightning_prd.functional.probabilistic import check_probabilistic, probabilistic_from_pass
-from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, check_top_pr_options, top_precision_recall
+from lightning_prd.functional.probabilistic import probabilistic_from_pass
+from lightning_prd.functional.top_pr import top_precision_recall
 from lightning_prd.functional.uncertainty import split_spread
-from lightning_prd.functional.vendi import check_vendi_order, vendi_score
+from lightning_prd.functional.vendi import vendi_score
 
-#: options of ``prd=True`` (a dict passed as ``prd`` overrides some of them)
-PRD_DEFAULTS: Dict[str, Any] = dict(
-    num_clusters=20, num_angles=1001, num_runs=10, seed=0, enforce_balance="subsample", beta=8
-)
-#: options of ``alpha_beta=True`` (a dict passed as ``alpha_beta`` overrides some of them)
-ALPHA_BETA_DEFAULTS: Dict[str, Any] = dict(num_alphas=30, k=5)
-#: options of ``kid=True`` (the defaults of torchmetrics' ``KernelInceptionDistance``)
-KID_DEFAULTS: Dict[str, Any] = dict(subsets=100, subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0)
-#: options of ``vendi=True``
-VENDI_DEFAULTS: Dict[str, Any] = dict(q=1.0, normalize=True)
-#: options of ``probabilistic=True`` (Park & Kim 2023; a dict overrides some of them)
-PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2, terms="all")
-#: options of ``pr_cover=True`` (Cheema & Urner 2023; ``k=None``: ``ceil((ln N + 6) / C)``)
-PR_COVER_DEFAULTS: Dict[str, Any] = dict(k=None, C=3)
-#: options of ``cmmd=True`` (a dict passed as ``cmmd`` overrides some of them); sigma is
-#: calibrated for unit-norm CLIP embeddings
-CMMD_DEFAULTS: Dict[str, Any] = dict(sigma=SIGMA, scale=SCALE, unbiased=False)
+__all__ = [
+    "ALPHA_BETA_DEFAULTS",
+    "CMMD_DEFAULTS",
+    "KID_DEFAULTS",
+    "PRD_DEFAULTS",
+    "PROBABILISTIC_DEFAULTS",
+    "PR_COVER_DEFAULTS",
+    "TOP_PR_DEFAULTS",
+    "VENDI_DEFAULTS",
+    "Plan",
+    "generative_metrics",
+    "make_plan",
+    "scores_from_plan",
+]
+
 #: the engine's tile memory budget
 _BLOCK_BYTES: int = inspect.signature(knn_pass).parameters["block_bytes"].default
-
-
-def _options(value: Any, defaults: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
-    """``False``/``None`` -> None, ``True`` -> the defaults, a mapping -> the defaults it overrides."""
-    if value is False or value is None:
-        return None
-    if value is True:
-        return dict(defaults)
-    if isinstance(value, Mapping):
-        unknown = set(value) - set(defaults)
-        if unknown:
-            raise ValueError(
-                f"Expected argument `{name}` to hold only {sorted(defaults)}, but got unknown keys {sorted(unknown)}"
-            )
-        return {**defaults, **value}
-    raise ValueError(f"Expected argument `{name}` to be a bool or a dict of options, but got {value!r}")
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"Expected argument `{name}` to be a bool, but got {value!r}")
-    return value
-
-
-@dataclass
-class Plan:
-    """Which scores to compute and with which options (validated by :func:`make_plan`)."""
-
-    k_pr: Optional[int]
-    k_dc: Optional[int]
-    realism: bool
-    authenticity: bool
-    frechet: bool
-    prd: Optional[Dict[str, Any]]
-    alpha_beta: Optional[Dict[str, Any]]
-    error_bars: Optional[int]
-    per_sample: bool
-    kid: Optional[Dict[str, Any]] = None
-    vendi: Optional[Dict[str, Any]] = None
-    #: TopP&R options (None: not computed); a separate pass in a random 32-D projection
-    top_pr: Optional[Dict[str, Any]] = None
-    #: ``"closed"`` or ``"open"`` balls of precision, recall, density and coverage
-    ball: str = "closed"
-    probabilistic: Optional[Dict[str, Any]] = None
-    pr_cover: Optional[Dict[str, Any]] = None
-    #: families switched on by ``True`` rather than a dict: left out on sets too small for them
-    lenient: Tuple[str, ...] = ()
-    #: how the options are named in error messages (the caller's argument names)
-    names: Dict[str, str] = field(default_factory=dict)
-    cmmd: Optional[Dict[str, Any]] = None
-
-
-def make_plan(
-    *,
-    k_pr: Optional[int],
-    k_dc: Optional[int],
-    realism: bool,
-    authenticity: bool,
-    frechet: bool,
-    prd: Union[bool, Mapping[str, Any], None],
-    alpha_beta: Union[bool, Mapping[str, Any], None],
-    error_bars: Optional[int],
-    per_sample: bool,
-    names: Optional[Mapping[str, str]] = None,
-    kid: Union[bool, Mapping[str, Any], None] = False,
-    vendi: Union[bool, Mapping[str, Any], None] = False,
-    top_pr: Union[bool, Mapping[str, Any], None] = False,
-    ball: str = "closed",
-    probabilistic: Union[bool, Mapping[str, Any], None] = False,
-    pr_cover: Union[bool, Mapping[str, Any], None] = False,
-    cmmd: Union[bool, Mapping[str, Any], None] = False,
-) -> Plan:
-    """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
-    names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
-    k_pr = None if k_pr is None else check_positive_int(k_pr, names["k_pr"])
-    k_dc = None if k_dc is None else check_positive_int(k_dc, names["k_dc"])
-    per_sample = _flag(per_sample, "per_sample")
-    if per_sample and (k_pr is None or k_dc is None):
-        raise ValueError(f"Expected `{names['k_pr']}` and `{names['k_dc']}` to be set when `per_sample=True`")
-    if error_bars is not None:
-        error_bars = check_int(error_bars, "error_bars", minimum=2)
-        if k_pr is None or k_dc is None:
-            raise ValueError(f"Expected `{names['k_pr']}` and `{names['k_dc']}` to be set when `error_bars` is used")
-    prd_opts = _options(prd, PRD_DEFAULTS, "prd")
-    if prd_opts is not None:
-        keys = ("num_clusters", "num_angles", "num_runs", "seed", "enforce_balance")
-        prd_opts.update(zip(keys, check_prd_options(*(prd_opts[key] for key in keys))))
-        prd_opts["beta"] = check_beta(prd_opts["beta"])
-    ab = _options(alpha_beta, ALPHA_BETA_DEFAULTS, "alpha_beta")
-    if ab is not None:
-        ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
-        ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
-    kid_opts = _options(kid, KID_DEFAULTS, "kid")
-    if kid_opts is not None:
-        kid_keys = ("subsets", "subset_size", "degree", "gamma", "coef", "seed")
-        kid_opts.update(zip(kid_keys, check_kid_options(*(kid_opts[key] for key in kid_keys))))
-    vendi_opts = _options(vendi, VENDI_DEFAULTS, "vendi")
-    if vendi_opts is not None:
-        vendi_opts["q"] = check_vendi_order(vendi_opts["q"])
-        vendi_opts["normalize"] = _flag(vendi_opts["normalize"], "vendi['normalize']")
-    top = _options(top_pr, TOP_PR_DEFAULTS, "top_pr")
-    if top is not None:
-        top = check_top_pr_options(**top, owner="top_pr")
-    prob = _options(probabilistic, PROBABILISTIC_DEFAULTS, "probabilistic")
-    if prob is not None:
-        prob["k"], prob["a"], prob["terms"] = check_probabilistic(prob["k"], prob["a"], prob["terms"])
-    cover = _options(pr_cover, PR_COVER_DEFAULTS, "pr_cover")
-    if cover is not None:
-        cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
-    cm = _options(cmmd, CMMD_DEFAULTS, "cmmd")
-    if cm is not None:
-        cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
-    return Plan(
-        k_pr=k_pr,
-        k_dc=k_dc,
-        realism=_flag(realism, "realism") or per_sample,
-        authenticity=_flag(authenticity, "authenticity") or ab is not None,
-        frechet=_flag(frechet, "frechet"),
-        prd=prd_opts,
-        alpha_beta=ab,
-        error_bars=error_bars,
-        per_sample=per_sample,
-        top_pr=top,
-        ball=check_ball(ball),
-        probabilistic=prob,
-        pr_cover=cover,
-        lenient=tuple(name for name, v in (("probabilistic", probabilistic), ("pr_cover", pr_cover)) if v is True),
-        names=names,
-        kid=kid_opts,
-        vendi=vendi_opts,
-        cmmd=cm,
-    )
-
-
-def _check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:
-    """Too few samples for one of the k: name the option (the engine only knows "k")."""
-    named: List[Tuple[str, Optional[int]]] = [(plan.names["k_pr"], plan.k_pr), (plan.names["k_dc"], plan.k_dc)]
-    if plan.alpha_beta is not None:
-        named.append(("alpha_beta['k']", plan.alpha_beta["k"]))
-    if plan.realism and plan.k_pr is None:
-        named.append(("realism's k", 3))
-    if plan.authenticity:
-        named.append(("authenticity's k", 1))
-    for name, k in named:
-        if k is not None:
-            check_min_samples(real, k, "real", name)
-    if plan.k_pr is not None:
-        check_min_samples(fake, plan.k_pr, "fake", plan.names["k_pr"])
-    if plan.cmmd is not None:
-        check_cmmd_sizes(real.shape[0], fake.shape[0], plan.cmmd["unbiased"])
-
-
-def _small(real: Tensor, fake: Tensor, k: int) -> bool:
-    return min(real.shape[0], fake.shape[0]) < k + 1
-
-
-def _families(plan: Plan, real: Tensor, fake: Tensor) -> Tuple[Optional[Dict[str, Any]], Optional[Tuple[int, int]]]:
-    """The probabilistic options and PR-cover's ``(k, C)`` for these sets (None: not computed).
-
-    A family switched on by ``True`` is left out when a set is too small for its radii; one
-    given options raises.
-    """
-    prob = plan.probabilistic
-    if prob is not None:
-        if "probabilistic" in plan.lenient and _small(real, fake, prob["k"]):
-            prob = None
-        else:
-            check_min_samples(real, prob["k"], "real", "probabilistic['k']")
-            check_min_samples(fake, prob["k"], "fake", "probabilistic['k']")
-    cover_kc = None
-    if plan.pr_cover is not None:
-        cover_kc = cover_k(plan.pr_cover["k"], plan.pr_cover["C"], real.shape[0])
-        if "pr_cover" in plan.lenient and _small(real, fake, cover_kc[0] * cover_kc[1]):
-            cover_kc = None
-        else:
-            check_cover_sizes(real, fake, *cover_kc, k_name="pr_cover['k']")
-    return prob, cover_kc
 
 
 def scores_from_plan(
@@ -280,10 +103,10 @@ def scores_from_plan(
 
     ``vendi_real``: the real set's Vendi score with ``plan.vendi``'s options, when already known.
     """
-    _check_sizes(plan, real, fake)
+    check_sizes(plan, real, fake)
     k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
     member = [k for k in (k_pr, k_dc) if k is not None]
-    prob, cover_kc = _families(plan, real, fake)
+    prob, cover_kc = family_options(plan, real, fake)
     out: Dict[str, Tensor] = {}
     res: Optional[PassResult] = None
     joined = prob is not None or cover_kc is not None or plan.cmmd is not None
