@@ -10,7 +10,9 @@ Each tile adds to every query an upper bound of ``L``, from the tile values' rou
 (:class:`.bounds.Bound`, ``log y <= y - 1``, the tile dtype's rounding), and notes whether a
 pair may lie inside ``R``; pairs that may be at distance 0 are settled in float64
 (``exact_fn``), so an exact copy (``d = 0``, ``p = 1``) is counted apart and gives probability
-exactly 1, never ``log(0)``.
+exactly 1, never ``log(0)``. The bounds' sums run in float32 blocks with their rounding error
+added (:func:`_block_sum`), and a direction whose queries all have a bound below
+:data:`SATURATED` (``p = 1`` in float64) skips its later tiles (their terms are ``<= 0``).
 After the pass a query takes its float64 value without further work when it is settled: a copy
 (1), no pair possibly inside (0), or ``exp L`` below float64's resolution of 1 (``1 - exp L``
 rounds to 1; high dimensions, where distances concentrate and most pairs lie inside ``R``).
@@ -115,8 +117,10 @@ class SoftProducts:
     def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable]) -> None:
         """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``."""
         # a direction is open while some query's bound is above SATURATED (or at R = 0: copies only)
-        open_ = [thr <= 0 or bool((acc[0][sl] > SATURATED).any()) for acc, sl, thr in
-                 ((self.cols, cs, self.thr[0]), (self.rows, rs, self.thr[1]))]
+        open_ = [
+            thr <= 0 or bool((acc[0][sl] > SATURATED).any())
+            for acc, sl, thr in ((self.cols, cs, self.thr[0]), (self.rows, rs, self.thr[1]))
+        ]
         if not any(open_):  # every query of the tile is settled at p = 1
             return
         dt, rb = sq.dtype, row_bound
