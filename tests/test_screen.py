@@ -347,3 +347,35 @@ def test_copy_of_a_radius_zero_ball_is_settled_as_a_near_pair(screen_on, monkeyp
     assert bool(torch.isinf(res.cross.realism[0]))  # a copy of a kept ball, radius 0 included
     expected = oracle.realism(real.numpy(), fake[1:].numpy(), 3)  # (the oracle's 0 / 0 is nan)
     np.testing.assert_allclose(res.cross.realism[1:].numpy(), expected, rtol=1e-12)
+
+
+def test_mostly_ambiguous_cross_tiles_switch_to_float32_and_stay_exact(monkeypatch):
+    """Once most screened cross tiles were recomputed, the later ones come from the float rows
+    directly (no screened GEMM first); every count equals the unscreened pass."""
+    real, fake = _bulk_pair(300, 128)
+    kw = dict(member_ks=[3, 5], recall_ks=[3], cover_ks=[6], nearest=True, block_bytes=1 << 16)
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "0")
+    want = knn_pass(real, fake, **kw).cross
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")
+    monkeypatch.setattr(cross, "AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
+    switched, original = [], tiling.tiles
+
+    def spy(a, b, block_bytes, shard=None, switch=None):
+        for item in original(a, b, block_bytes, shard, switch):
+            switched.append(switch is not None and switch.sets is not None)
+            yield item
+
+    monkeypatch.setattr(tiling, "tiles", spy)
+    got = knn_pass(real, fake, **kw).cross
+    assert len(switched) > 2 and not switched[0] and all(switched[1:])
+    for name in (
+        "fake_in_real",
+        "fake_ball_count",
+        "real_ball_hit",
+        "real_in_fake",
+        "real_ball_fakes",
+        "fake_ball_reals",
+    ):
+        for k, value in getattr(want, name).items():
+            assert torch.equal(getattr(got, name)[k], value), (name, k)
+    assert torch.equal(got.fake_nn_index, want.fake_nn_index) and torch.equal(got.real_nn_sq_dist, want.real_nn_sq_dist)

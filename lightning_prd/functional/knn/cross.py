@@ -180,8 +180,12 @@ def cross_pass(
     near_fake = RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
     near_real = RunningNearest(n, min(1 + real.slack, m), cdt, dev) if nearest is True else None
 
-    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard):
+    # once more than half of this process's screened tiles were recomputed, the later tiles
+    # come from the float rows directly (same layout: the values do not depend on it)
+    switch, seen, recomputed = tiling.Switch(), 0, 0
+    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch if screened else None):
         n_r, n_c = sq.shape
+        plain_tile = switch.sets is not None
         rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
 
         def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
@@ -213,10 +217,15 @@ def cross_pass(
             fake_balls = {k: Members(sq.T, fake_sq_radii[k][cs], col_bound, exact_t, None, limit) for k in cover_ks}
             return balls, inside, fake_balls
 
-        used = (real, fake)
+        used = (plain_real, plain_fake) if plain_tile else (real, fake)
+        seen += not plain_tile
         try:
-            balls, inside, fake_balls = decide(sq, real, fake, sq.numel() * AMBIGUOUS_SHARE if screened else None)
+            limit = sq.numel() * AMBIGUOUS_SHARE if screened and not plain_tile else None
+            balls, inside, fake_balls = decide(sq, *used, limit)
         except Ambiguous:
+            recomputed += 1
+            if 2 * recomputed > seen:
+                switch.sets = (plain_real, plain_fake)
             sq = tiling.sq_tile(
                 (sq.reshape(-1), None),
                 plain_real.left(rs),

@@ -10,7 +10,9 @@ Each tile adds to every query an upper bound of ``L``, from the tile values' rou
 (:class:`.bounds.Bound`, ``log y <= y - 1``, the tile dtype's rounding), and notes whether a
 pair may lie inside ``R``; pairs that may be at distance 0 are settled in float64
 (``exact_fn``), so an exact copy (``d = 0``, ``p = 1``) is counted apart and gives probability
-exactly 1, never ``log(0)``.
+exactly 1, never ``log(0)``. The bounds' sums run in float32 blocks with their rounding error
+added (:func:`_block_sum`), and a direction whose queries all have a bound below
+:data:`SATURATED` (``p = 1`` in float64) skips its later tiles (their terms are ``<= 0``).
 After the pass a query takes its float64 value without further work when it is settled: a copy
 (1), no pair possibly inside (0), or ``exp L`` below float64's resolution of 1 (``1 - exp L``
 rounds to 1; high dimensions, where distances concentrate and most pairs lie inside ``R``).
@@ -46,6 +48,14 @@ from lightning_prd.functional.knn.shard import Shard
 
 #: Queries recomputed per chunk of direct float64 distances.
 _CHUNK = 256
+
+#: Terms per float32 block sum of a tile's bound (:func:`_block_sum`).
+_BLOCK = 256
+
+#: A query whose bound of ``L`` is below this has ``p = 1`` in float64 (``exp(-40) < 2^-54``,
+#: so ``1 - exp L`` rounds to 1), and every further tile only adds terms ``log(d / R) <= 0``:
+#: its later tiles are skipped (adding 0 keeps the bound an upper bound of ``L``).
+SATURATED = -40.0
 
 
 class NearestProducts:
@@ -106,6 +116,13 @@ class SoftProducts:
 
     def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable]) -> None:
         """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``."""
+        # a direction is open while some query's bound is above SATURATED (or at R = 0: copies only)
+        open_ = [
+            thr <= 0 or bool((acc[0][sl] > SATURATED).any())
+            for acc, sl, thr in ((self.cols, cs, self.thr[0]), (self.rows, rs, self.thr[1]))
+        ]
+        if not any(open_):  # every query of the tile is settled at p = 1
+            return
         dt, rb = sq.dtype, row_bound
         f64, eps = torch.float64, torch.finfo(sq.dtype).eps
         maybe_zero = _widen(rb.maybe_below(torch.zeros((), dtype=f64)), 0.0, dt)  # per row: d may be 0 below
@@ -116,21 +133,22 @@ class SoftProducts:
             copy = d2 == 0
             self.rows[2][rs].index_fill_(0, r[copy], True)
             self.cols[2][cs].index_fill_(0, c[copy], True)
-        mins = (sq.amin(0), row_min)
         for acc, sl, thr, dim in ((self.cols, cs, self.thr[0], 0), (self.rows, rs, self.thr[1], 1)):
-            if thr <= 0:  # R = 0: only copies (p = 1, the limit of max(0, 1 - d / R))
+            if thr <= 0 or not open_[dim == 1]:  # R = 0: only copies (p = 1, the limit of max(0, 1 - d / R))
                 continue
+            col_min = sq.amin(0) if dim == 0 else row_min
             # "some pair may be inside R", from the tile's minima (per column: the widest row's limit)
             limit = _widen(rb.maybe_below(torch.tensor(thr, dtype=f64)), thr, dt)
-            acc[1][sl] |= mins[dim] <= (limit.max() if dim == 0 else limit)
+            acc[1][sl] |= col_min <= (limit.max() if dim == 0 else limit)
             # log(d / R) = log(y) / 2 <= (y - 1) / 2 with y = d^2 / R^2 <= alpha v + beta (per row);
             # the pairs outside R are clamped at y = 1 and add 0
             alpha, beta = _affine(rb, thr)
-            y = torch.addcmul(beta.to(dt)[:, None], sq, alpha.to(dt)[:, None]).clamp_(max=1.0)
+            # (y >= 0 raises the bound of a term that rounding left below 0: still an upper bound)
+            y = torch.addcmul(beta.to(dt)[:, None], sq, alpha.to(dt)[:, None]).clamp_(0.0, 1.0)
             n_other = sq.shape[dim]
-            total = y.sum(dim, dtype=f64) - n_other
+            total, sum_err = _block_sum(y, dim)
             # float rounding: each term below 1 within 4 eps (products, sums, the dtype of alpha, beta)
-            acc[0][sl] += 0.5 * (total + 4 * eps * n_other)
+            acc[0][sl] += 0.5 * (total - n_other + 4 * eps * n_other + sum_err)
 
     def finish(self, real: Tensor, fake: Tensor, shard: Optional[Shard] = None) -> Tuple[Tensor, Tensor]:
         """Probabilities per fake (P-precision's terms) and per real (P-recall's), float64;
@@ -150,6 +168,28 @@ class SoftProducts:
                 p[idx] = shard.gather_rows(part, len(idx)) if shard is not None else part
             out.append(p)
         return out[0], out[1]
+
+
+def _block_sum(y: Tensor, dim: int) -> Tuple[Tensor, float]:
+    r"""Sum of ``y`` (terms in ``[0, 1]``) along ``dim`` as float32 sums of blocks of at most
+    :data:`_BLOCK` terms added in float64, and a bound of its rounding error.
+
+    A float32 sum of ``b <= B`` terms in ``[0, 1]``, in any order, is within
+    :math:`\gamma_{B-1} b`, :math:`\gamma_j = j u / (1 - j u)`, ``u = 2^-24`` (Higham, *Accuracy
+    and Stability of Numerical Algorithms*, 2nd ed., (4.4)); the ``n / B + 1`` block sums make
+    at most :math:`(n + B) \gamma_{B-1}`; the float64 sum of the blocks is within the
+    ``4 eps`` per term of the caller.
+    """
+    n = y.shape[dim]
+    size = min(_BLOCK, n)
+    full = n - n % size
+    f32, f64 = torch.float32, torch.float64
+    total = y.narrow(dim, 0, full).unflatten(dim, (full // size, size)).sum(dim + 1, dtype=f32).sum(dim, dtype=f64)
+    if full < n:
+        total += y.narrow(dim, full, n - full).sum(dim, dtype=f32).to(f64)
+    u = 2.0**-24
+    gamma = (size - 1) * u / (1 - (size - 1) * u)
+    return total, (n + size) * gamma
 
 
 def _widen(value: Tensor, thr: float, dtype: torch.dtype) -> Tensor:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple
 
 import torch
@@ -180,11 +181,19 @@ def sq_tile(
     return out
 
 
+@dataclass
+class Switch:
+    """Float rows for the later tiles of a running :func:`tiles` (same layout): while ``sets``
+    is None the tiles come from the pass's own rows; once set, from ``sets`` (no offset)."""
+
+    sets: Optional[Tuple[PointSet, PointSet]] = None
+
+
 def tiles(
-    a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None
+    a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None, switch: Optional[Switch] = None
 ) -> Iterator[Tuple[int, int, Tensor]]:
     """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks (only this
-    process's tiles when ``shard`` is given)."""
+    process's tiles when ``shard`` is given; from ``switch.sets`` once that is set)."""
     number = -1
     side = min_side(a.dim, gemm_dtype(a), a.original.device, len(a) * len(b) * a.dim)
     rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes, side)
@@ -198,6 +207,11 @@ def tiles(
         for j0 in range(0, len(b), cols):
             number += 1
             if shard is not None and not shard.owns(number):
+                continue
+            if switch is not None and switch.sets is not None:
+                fa, fb = switch.sets
+                r, c = slice(i0, i0 + rows), slice(j0, j0 + cols)
+                yield i0, j0, sq_tile(buf, fa.left(r), fa.sq_norms[r, None], fb.right(c), fb.sq_norms[c])
                 continue
             b_blk = b_blocks[0] if b_blocks is not None else b.right(slice(j0, j0 + cols))
             yield i0, j0, sq_tile(buf, a_blk, a_sq, b_blk, b.sq_norms[j0 : j0 + cols], pass_offset(a, b))
