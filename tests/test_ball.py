@@ -258,11 +258,10 @@ def test_members_on_a_zero_width_bound(strict):
 def test_callback_logs_open_ball_scores(tmp_path):
     """``PRDCallback(metric=dict(ball="open"))``: a generator that returns the real set logs
     density 1 (open) instead of 1.2 (closed, k = 5)."""
-    import pytorch_lightning as pl
 
     from lightning_prd import PRDCallback
 
-    from tiny_modules import TinyTrainable
+    from tiny_modules import TinyTrainable, quiet_trainer
 
     real = _t(make_case("tie-free")[0])
     logged = {}
@@ -274,15 +273,7 @@ def test_callback_logs_open_ball_scores(tmp_path):
             batch_size=len(real),
             metric=dict(ball=ball, prd=False, alpha_beta=False, frechet=False),
         )
-        trainer = pl.Trainer(
-            max_epochs=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            default_root_dir=str(tmp_path),
-            callbacks=[cb],
-        )
+        trainer = quiet_trainer(tmp_path, [cb])
         trainer.fit(TinyTrainable())
         logged[ball] = {n: float(trainer.callback_metrics[f"prd/{n}"]) for n in NAMES}
     assert logged["open"] == dict.fromkeys(NAMES, 1.0)

@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 
 from lightning_prd.callback import PRDCallback
@@ -16,7 +15,7 @@ from lightning_prd.cli import main
 from lightning_prd.functional import cmmd
 from lightning_prd.scores import direction
 
-from tiny_modules import TinyTrainable
+from tiny_modules import TinyTrainable, quiet_trainer
 
 NO_EXTRAS = ["--no-prd", "--no-alpha-beta", "-q"]
 
@@ -72,15 +71,7 @@ class Sampler(TinyTrainable):
 def test_callback_logs_cmmd(tmp_path):
     real = torch.randn(128, 3, generator=torch.Generator().manual_seed(0))
     cb = PRDCallback(real, num_samples=96, metric=dict(cmmd=dict(sigma=1.0), prd=False, alpha_beta=False))
-    trainer = pl.Trainer(
-        max_epochs=1,
-        callbacks=[cb],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-    )
+    trainer = quiet_trainer(tmp_path, [cb])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(Sampler())

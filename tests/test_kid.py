@@ -15,7 +15,7 @@ from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, kernel_inception_distance
 from lightning_prd.functional.kid import _subset_indices, poly_mmd2
 
-from tiny_modules import TinyTrainable
+from tiny_modules import TinyTrainable, quiet_trainer
 
 G = torch.Generator().manual_seed(11)
 REAL = torch.randn(130, 6, generator=G, dtype=torch.float64)
@@ -213,19 +213,10 @@ class Sampler(TinyTrainable):
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec.*")
 def test_callback_logs_kid(tmp_path):
-    import pytorch_lightning as pl
 
     real = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
     cb = PRDCallback(real, num_samples=48, metric=dict(kid=dict(subsets=4, subset_size=32), prd=False))
-    trainer = pl.Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-        callbacks=[cb],
-    )
+    trainer = quiet_trainer(tmp_path, [cb])
     trainer.fit(Sampler())
     assert {"prd/kid", "prd/kid_std"} <= set(trainer.callback_metrics)
     assert float(trainer.callback_metrics["prd/kid"]) == pytest.approx(cb.history[-1]["kid"])

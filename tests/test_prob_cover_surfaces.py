@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 
 from lightning_prd import GenerativeMetrics, PRDCallback
@@ -13,7 +12,7 @@ from lightning_prd import functional as F
 from lightning_prd.cli import main
 from lightning_prd.scores import direction_label
 
-from tiny_modules import TinyTrainable
+from tiny_modules import TinyTrainable, quiet_trainer
 
 NEW_KEYS = ("p_precision", "p_recall", "precision_cover", "recall_cover")
 REAL = torch.randn(120, 3, generator=torch.Generator().manual_seed(0))
@@ -64,15 +63,7 @@ def test_callback_logs_the_new_keys(tmp_path):
         num_samples=90,
         metric=dict(prd=False, alpha_beta=False, probabilistic=dict(k=3), pr_cover=dict(k=2)),
     )
-    trainer = pl.Trainer(
-        max_epochs=1,
-        callbacks=[cb],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-    )
+    trainer = quiet_trainer(tmp_path, [cb])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(_Gen())

@@ -18,6 +18,8 @@ from lightning_prd.functional import generative_metrics, top_precision_recall
 from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS
 from lightning_prd.scores import direction
 
+from tiny_modules import quiet_trainer
+
 KEYS = ("top_precision", "top_recall", "top_f1")
 G = torch.Generator().manual_seed(3)
 REAL = torch.randn(260, 6, generator=G)
@@ -108,15 +110,7 @@ class _Gen(pl.LightningModule):
 
 def test_callback_logs_top_pr(tmp_path):
     cb = PRDCallback(REAL, metric=dict(top_pr=dict(k=20), prd=False, alpha_beta=False), num_samples=200)
-    trainer = pl.Trainer(
-        max_epochs=1,
-        callbacks=[cb],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-    )
+    trainer = quiet_trainer(tmp_path, [cb])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(_Gen(), DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4))

@@ -14,7 +14,7 @@ from lightning_prd import GenerativeMetrics, PRDCallback
 from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, vendi_score
 
-from tiny_modules import TinyTrainable
+from tiny_modules import TinyTrainable, quiet_trainer
 
 ORDERS = [0.5, 1, 2, math.inf]
 
@@ -208,19 +208,10 @@ class Sampler(TinyTrainable):
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec.*")
 def test_callback_logs_vendi(tmp_path):
-    import pytorch_lightning as pl
 
     real = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
     cb = PRDCallback(real, num_samples=48, metric=dict(vendi=True, prd=False))
-    trainer = pl.Trainer(
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-        callbacks=[cb],
-    )
+    trainer = quiet_trainer(tmp_path, [cb], max_epochs=2)
     trainer.fit(Sampler())
     assert {"prd/vendi", "prd/vendi_real"} <= set(trainer.callback_metrics)
     assert float(trainer.callback_metrics["prd/vendi_real"]) == pytest.approx(float(vendi_score(real)), rel=1e-6)

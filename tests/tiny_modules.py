@@ -22,3 +22,17 @@ class TinyTrainable(pl.LightningModule):
 
     def train_dataloader(self):
         return DataLoader(TensorDataset(torch.zeros(self.train_rows, 2)), batch_size=self.train_batch)
+
+
+def quiet_trainer(tmp_path, callbacks, max_epochs=1, **kwargs):
+    """A Trainer without logger, checkpoints, progress bar or model summary, writing under ``tmp_path``."""
+    options = dict(
+        max_epochs=max_epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        callbacks=callbacks,
+    )
+    return pl.Trainer(**{**options, **kwargs})
