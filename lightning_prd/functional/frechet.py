@@ -12,7 +12,7 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._stats import mean64
+from lightning_prd.functional._stats import gram64, mean64
 from lightning_prd.functional._validation import as_features, check_pair
 
 
@@ -23,11 +23,7 @@ def _mean_cov(x: Tensor, name: str, chunk: int = 4096) -> Tuple[Tensor, Tensor]:
             f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}"
         )
     mu = mean64(x, chunk)
-    cov = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
-    for s in range(0, x.shape[0], chunk):
-        xc = x[s : s + chunk].to(torch.float64) - mu
-        cov.addmm_(xc.T, xc)
-    return mu, cov / (x.shape[0] - 1)
+    return mu, gram64(x, centre=mu, chunk=chunk) / (x.shape[0] - 1)
 
 
 def frechet_distance_from_moments(mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor) -> Tensor:

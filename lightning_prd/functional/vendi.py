@@ -19,6 +19,7 @@ from typing import Any, Union
 import torch
 from torch import Tensor
 
+from lightning_prd.functional._stats import gram64
 from lightning_prd.functional._validation import as_features, check_real
 
 
@@ -48,13 +49,7 @@ def _gram64(x: Tensor, normalize: bool, chunk: int = 4096) -> Tensor:
         if normalize:
             rows = rows / norms[:, None]
         return rows @ rows.T / n
-    gram = torch.zeros(dim, dim, dtype=torch.float64, device=x.device)
-    for s in range(0, n, chunk):
-        rows = x[s : s + chunk].to(torch.float64)
-        if normalize:
-            rows = rows / norms[s : s + chunk, None]
-        gram.addmm_(rows.T, rows)
-    return gram / n
+    return gram64(x, row_divisor=norms if normalize else None, chunk=chunk) / n
 
 
 def vendi_from_eigenvalues(eigenvalues: Tensor, q: float) -> Tensor:
