@@ -23,6 +23,7 @@ from lightning_prd.functional._validation import (
     check_min_samples,
     check_pair,
     compute_dtype,
+    same_features,
 )
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
@@ -55,11 +56,7 @@ class RealSide:
 
     def matches(self, points: Tensor, dtype: torch.dtype) -> bool:
         """True when this cache was built from exactly ``points`` (same object or same values)."""
-        if self.prepared.dtype != dtype or self.points.shape != points.shape:
-            return False
-        if self.points.device != points.device:
-            return False
-        return self.points is points or bool(torch.equal(self.points, points))
+        return self.prepared.dtype == dtype and same_features(self.points, points)
 
     def ensure_radii(
         self,

@@ -240,3 +240,11 @@ def check_ball(ball: Any) -> str:
     if not isinstance(ball, str) or ball not in BALLS:
         raise ValueError(f"Expected argument `ball` to be 'closed' or 'open', but got {_show(ball)}")
     return ball
+
+
+def same_features(cached: Tensor, features: Tensor) -> bool:
+    """True when ``features`` are the very tensor ``cached`` or equal to it (same shape, device
+    and values): the test of every cache keyed by the real features."""
+    if cached.shape != features.shape or cached.device != features.device:
+        return False
+    return cached is features or bool(torch.equal(cached, features))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-import torch
 from torch import Tensor
 
 from lightning_prd.functional._oneclass import train_oneclass
-from lightning_prd.functional._validation import check_min_samples, check_positive_int
+from lightning_prd.functional._validation import check_min_samples, check_positive_int, same_features
 from lightning_prd.functional.alpha_beta import (
     _alpha_beta_from_features,
     check_embedding,
@@ -74,9 +73,8 @@ class AlphaPrecisionBetaRecall(FeatureMetric):
         if not isinstance(self.embedding, str):
             return self.embedding
         cache = self._oneclass_cache
-        if cache is not None and cache[0].shape == real.shape and cache[0].device == real.device:
-            if cache[0] is real or torch.equal(cache[0], real):
-                return cache[1]
+        if cache is not None and same_features(cache[0], real):
+            return cache[1]
         model = train_oneclass(real)
         self._oneclass_cache = (real, model)
         return model

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-import torch
 from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
+from lightning_prd.functional._validation import same_features
 from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
 from lightning_prd.functional.vendi import vendi_score
 from lightning_prd.metrics._base import FeatureMetric
@@ -180,9 +180,8 @@ class GenerativeMetrics(FeatureMetric):
         if self.plan.vendi is None:
             return None
         cached = self._vendi_real
-        if cached is not None and cached[0].shape == real.shape and cached[0].device == real.device:
-            if cached[0] is real or bool(torch.equal(cached[0], real)):
-                return cached[1]
+        if cached is not None and same_features(cached[0], real):
+            return cached[1]
         value = vendi_score(real, **self.plan.vendi)
         self._vendi_real = (real, value)
         return value
