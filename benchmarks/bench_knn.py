@@ -129,7 +129,7 @@ def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = Fa
         extra_real_ks=[1],
         fake_values=fake_centre_distance(fake),
         value_ks=[5],
-        cover_ks=[C * k] if families else [],
+        cover=(k, C * k) if families else None,
         soft=(4, 1.2, False) if families else None,
         real_cache=cache,
         kernel_gamma=1 / 200 if cmmd else None,  # CMMD's sigma = 10

@@ -27,14 +27,14 @@ def _rank_fn(rank, world):
     metric = {k: v.clone() for k, v in m.compute().items() if k in KEYS}
     # the engine's sharded pass directly, per sample
     shard = Shard(rank, world)
-    res = knn_pass(REAL, FAKE, cover_ks=[6], soft=(3, 1.3, False), block_bytes=BLOCK, shard=shard)
+    res = knn_pass(REAL, FAKE, cover=(2, 6), soft=(3, 1.3, False), block_bytes=BLOCK, shard=shard)
     c = res.cross
     near = knn_pass(REAL, FAKE, soft=(3, 1.5, True), block_bytes=BLOCK, shard=shard).cross
     return metric, (
         c.fake_soft,
         c.real_soft,
-        c.fake_ball_reals[6],
-        c.real_ball_fakes[6],
+        c.fake_covered,
+        c.real_covered,
         near.fake_soft,
         near.real_soft,
     )
@@ -54,14 +54,14 @@ def test_sharded_equals_single_process(ddp_results, monkeypatch):
     single.update(REAL, real=True)
     single.update(FAKE, real=False)
     want = single.compute()
-    res = knn_pass(REAL, FAKE, cover_ks=[6], soft=(3, 1.3, False), block_bytes=BLOCK)
+    res = knn_pass(REAL, FAKE, cover=(2, 6), soft=(3, 1.3, False), block_bytes=BLOCK)
     c = res.cross
     near = knn_pass(REAL, FAKE, soft=(3, 1.5, True), block_bytes=BLOCK).cross
     want_samples = (
         c.fake_soft,
         c.real_soft,
-        c.fake_ball_reals[6],
-        c.real_ball_fakes[6],
+        c.fake_covered,
+        c.real_covered,
         near.fake_soft,
         near.real_soft,
     )

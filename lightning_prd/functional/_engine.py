@@ -25,6 +25,7 @@ from lightning_prd.functional._validation import (
     compute_dtype,
     same_features,
 )
+from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
 from lightning_prd.functional.knn.shard import Shard
@@ -39,6 +40,8 @@ class RealSide:
         centre: float64 mean of ``points``; both sets are centred by it.
         prepared: the real rows, centre and centred norms for the GEMM pass.
         sq_radii: exact float64 squared ``NND_k`` per k computed so far.
+        sq_radius_bounds: ``[N, 2]`` float64 intervals holding the exact squared ``NND_k``, per
+            k asked only as an interval (PR-cover's wide balls, :func:`.knn.self_radii`).
         kernel_sums: float64 sum of ``1 - exp(-gamma d^2)`` over the ordered real pairs
             ``i != j``, per ``gamma`` computed so far (:mod:`.knn.kernel`).
     """
@@ -47,6 +50,7 @@ class RealSide:
     centre: Tensor
     prepared: knn.PointSet
     sq_radii: Dict[int, Tensor] = field(default_factory=dict)
+    sq_radius_bounds: Dict[int, Tensor] = field(default_factory=dict)
     kernel_sums: Dict[float, Tensor] = field(default_factory=dict)
 
     @classmethod
@@ -65,16 +69,30 @@ class RealSide:
         shard: Optional[Shard] = None,
         work: Optional[knn.PointSet] = None,
         gamma: Optional[float] = None,
+        loose_ks: Sequence[int] = (),
     ) -> None:
         """Compute the missing radii (on ``work``, this side's points with a centred working copy, if given),
-        and the kernel sum of ``gamma`` if it is missing (in the same self pass)."""
+        the missing intervals of ``loose_ks`` and the kernel sum of ``gamma`` if it is missing (in
+        the same self pass)."""
         missing = sorted(set(ks) - set(self.sq_radii))
+        loose = sorted(set(loose_ks) - set(self.sq_radii) - set(self.sq_radius_bounds) - set(missing))
         kernel = None if gamma is None or gamma in self.kernel_sums else KernelSum(gamma, self.points.device)
-        if missing or kernel is not None:
+        if missing or loose or kernel is not None:
             points = work if work is not None else self.prepared
-            self.sq_radii.update(knn.self_knn(points, missing, block_bytes, shard, kernel=kernel))
+            exact, bounds = knn.self_radii(points, missing, loose, block_bytes, shard, kernel=kernel)
+            self.sq_radii.update(exact)
+            self.sq_radius_bounds.update(bounds)
         if kernel is not None and gamma is not None:
             self.kernel_sums[gamma] = kernel.total
+
+    def radius_bounds(self, k: int) -> Tensor:
+        """``[N, 2]`` interval holding the exact squared ``NND_k`` (equal ends once it is exact)."""
+        return _interval(self.sq_radii, self.sq_radius_bounds, k)
+
+
+def _interval(exact: Dict[int, Tensor], bounds: Dict[int, Tensor], k: int) -> Tensor:
+    """The exact squared radii of ``k`` as an ``[n, 2]`` interval of equal ends, else its bounds."""
+    return torch.stack([exact[k], exact[k]], 1) if k in exact else bounds[k]
 
 
 @dataclass
@@ -125,7 +143,7 @@ def knn_pass(
     extra_real_ks: Sequence[int] = (),
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
-    cover_ks: Sequence[int] = (),
+    cover: Optional[Tuple[int, int]] = None,
     soft: Optional[Tuple[int, float, bool]] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
@@ -145,7 +163,8 @@ def knn_pass(
             nearest real sample of each fake only).
         extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
         fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
-        cover_ks: k of both sets' balls whose counts of the other set are wanted (PR-cover).
+        cover: ``(k, k')``: whether each sample's own ``NND_{k'}`` ball holds ``k`` samples of the
+            other set (PR-cover), or None.
         soft: ``(k, a, nearest)`` of the soft balls of radius ``a * mean NND_k`` of each set
             (probabilistic precision and recall; ``nearest``: products over the k nearest
             reference samples only), or None.
@@ -170,14 +189,12 @@ def knn_pass(
     cdt = compute_dtype(real, fake, dtype)
     soft_ks = {soft[0]} if soft is not None else set()
     real_ks = sorted(
-        set(member_ks)
-        | set(extra_real_ks)
-        | set(value_ks)
-        | set(cover_ks)
-        | soft_ks
-        | ({realism_k} if realism_k else set())
+        set(member_ks) | set(extra_real_ks) | set(value_ks) | soft_ks | ({realism_k} if realism_k else set())
     )
-    fake_ks = sorted(set(recall_ks) | set(cover_ks) | soft_ks)
+    fake_ks = sorted(set(recall_ks) | soft_ks)
+    if cover is not None:
+        for name, points in (("real", real), ("fake", fake)):
+            check_min_samples(points, cover[1], name)
     for k in real_ks:
         check_min_samples(real, k, "real")
     for k in fake_ks:
@@ -193,10 +210,17 @@ def knn_pass(
     if kernel_gamma is not None:  # kernel values need float tiles (one centred copy per set)
         real_set, fake_set = unscreened(real_set, block_bytes), unscreened(fake_set, block_bytes)
         fake_kernel, cross_kernel = KernelSum(kernel_gamma, fake.device), KernelSum(kernel_gamma, fake.device)
-    side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma)
+    wide = [cover[1]] if cover is not None else []
+    side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma, loose_ks=wide)
     fake_sq_radii: Dict[int, Tensor] = {}
-    if fake_ks or fake_kernel is not None:
-        fake_sq_radii = knn.self_knn(fake_set, fake_ks, block_bytes, shard, kernel=fake_kernel)
+    fake_bounds: Dict[int, Tensor] = {}
+    if fake_ks or wide or fake_kernel is not None:
+        fake_sq_radii, fake_bounds = knn.self_radii(fake_set, fake_ks, wide, block_bytes, shard, kernel=fake_kernel)
+    cover_spec = None
+    if cover is not None:
+        cover_spec = Cover(
+            cover[0], cover[1], side.radius_bounds(cover[1]), _interval(fake_sq_radii, fake_bounds, cover[1])
+        )
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
     soft_sq_radii = None
@@ -212,12 +236,12 @@ def knn_pass(
         side.sq_radii,
         fake_sq_radii,
         member_ks=sorted(set(member_ks)),
-        recall_ks=fake_ks,
+        recall_ks=sorted(set(recall_ks)),
         realism_k=realism_k,
         nearest=nearest,
         fake_values=fake_values,
         value_ks=sorted(set(value_ks)),
-        cover_ks=sorted(set(cover_ks)),
+        cover=cover_spec,
         soft_sq_radii=soft_sq_radii,
         soft_nearest=soft[0] if soft is not None and soft[2] else None,
         block_bytes=block_bytes,

@@ -122,7 +122,7 @@ def scores_from_plan(
             extra_real_ks=[1] if plan.authenticity else [],
             fake_values=dist_g,
             value_ks=[ab["k"]] if ab is not None else [],
-            cover_ks=[cover_kc[0] * cover_kc[1]] if cover_kc is not None else [],
+            cover=(cover_kc[0], cover_kc[0] * cover_kc[1]) if cover_kc is not None else None,
             soft=(prob["k"], prob["a"], prob["terms"] == "nearest") if prob is not None else None,
             dtype=dtype,
             block_bytes=block_bytes,

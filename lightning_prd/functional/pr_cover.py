@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass
+from lightning_prd.functional._engine import PassResult, knn_pass, requested
 from lightning_prd.functional._validation import as_features, check_min_samples, check_pair, check_positive_int
 
 #: ``C_0`` of the default ``k' = C k >= ln N + C_0``
@@ -51,9 +51,8 @@ def check_cover_sizes(real: Tensor, fake: Tensor, k: int, C: int, k_name: str = 
 
 def cover_from_pass(res: PassResult, k: int, C: int) -> Tuple[Tensor, Tensor]:
     """``(precision_cover, recall_cover)``: shares of samples whose ``NND_{Ck}`` ball holds ``k`` of the other set."""
-    kk = C * k
-    precision = (res.cross.fake_ball_reals[kk] >= k).to(torch.float64).mean()
-    recall = (res.cross.real_ball_fakes[kk] >= k).to(torch.float64).mean()
+    precision = requested(res.cross.fake_covered, "fake_covered").to(torch.float64).mean()
+    recall = requested(res.cross.real_covered, "real_covered").to(torch.float64).mean()
     return precision.to(res.dtype), recall.to(res.dtype)
 
 
@@ -105,5 +104,5 @@ def precision_recall_cover(
     check_pair(real, fake)
     k, C = cover_k(k, C, real.shape[0])
     check_cover_sizes(real, fake, k, C)
-    res = knn_pass(real, fake, cover_ks=[C * k], dtype=dtype, block_bytes=block_bytes)
+    res = knn_pass(real, fake, cover=(k, C * k), dtype=dtype, block_bytes=block_bytes)
     return cover_from_pass(res, k, C)

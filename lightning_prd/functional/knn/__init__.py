@@ -41,8 +41,9 @@ Stages, each a module that calls only those listed before it:
 6. :mod:`.exact` - float64 pairs and the rigorous per-row fallback.
 7. :mod:`.refine` - exact k-th neighbours from running lists (certain, uncertain, unsafe).
 8. :mod:`.self_pass` - ``NND_k`` radii from the tiles on and above the diagonal.
-9. :mod:`.members`, :mod:`.realism`, :mod:`.soft` - reductions of a cross tile: ball
-   membership and counts, realism, soft ball products.
+9. :mod:`.members`, :mod:`.realism`, :mod:`.soft`, :mod:`.cover`, :mod:`.kernel` - reductions
+   of a cross tile: ball membership and counts, realism, soft ball products, k-th cross
+   neighbours inside own balls (PR-cover), Gaussian kernel sums.
 10. :mod:`.cross` - the real x fake pass.
 
 Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact duplicates;
@@ -59,7 +60,7 @@ Example:
 from lightning_prd.functional.knn.cross import CrossResult, cross_pass
 from lightning_prd.functional.knn.exact import exact_sq_dist
 from lightning_prd.functional.knn.points import PointSet, prepare, with_centred
-from lightning_prd.functional.knn.self_pass import self_knn
+from lightning_prd.functional.knn.self_pass import self_knn, self_radii
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, tile_progress
 
@@ -73,6 +74,7 @@ __all__ = [
     "exact_sq_dist",
     "prepare",
     "self_knn",
+    "self_radii",
     "tile_progress",
     "with_centred",
 ]

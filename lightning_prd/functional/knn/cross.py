@@ -5,7 +5,7 @@ Stage: top of the engine (may call every stage below: :mod:`.members`, :mod:`.re
 Each tile is reduced while it is in memory: fake membership in the real balls, ball counts
 and hits (precision, density, coverage), real membership in the fake balls (recall), per-ball
 minima of per-fake values (beta-recall), realism, and running nearest-neighbour lists made
-exact at the end (authenticity), ball counts of both sides' wider balls (PR-cover), soft
+exact at the end (authenticity; the same lists decide PR-cover, :mod:`.cover`), soft
 ball products (probabilistic precision and recall, :mod:`.soft`) and the Gaussian kernel sum
 (:mod:`.kernel`, which needs float tiles: such a pass is not screened). ``strict`` makes the
 balls of precision, recall, density and coverage open (``d < r``, as the ``prdc`` package); the
@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn.cover import Cover, within_kth
 from lightning_prd.functional.knn.exact import exact_pairs, lowest_identical
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.lists import RunningNearest
@@ -48,7 +49,7 @@ from lightning_prd.functional.knn.points import (
 from lightning_prd.functional.knn.realism import RealismLists, exact_realism
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
-from lightning_prd.functional.knn.soft import NearestProducts, SoftProducts
+from lightning_prd.functional.knn.soft import SoftProducts, nearest_products
 
 #: A screened cross tile with more ambiguous pairs than this share is recomputed in the
 #: compute dtype (a float64 pair costs about as much as 100 pairs of a float32 GEMM).
@@ -72,8 +73,10 @@ class CrossResult:
         real_nn_index, real_nn_sq_dist: nearest fake sample of each real.
         real_ball_min_value: ``[N]`` per k: minimum of ``fake_values`` over the fakes inside
             the real sample's ball (``inf`` when none), used by beta-recall.
-        real_ball_fakes: ``[N]`` int64 per k: fakes inside the real sample's ball (recall-cover).
-        fake_ball_reals: ``[M]`` int64 per k: reals inside the fake sample's own ball (precision-cover).
+        real_covered: ``[N]`` bool: the real sample's own ``NND_{k'}`` ball holds ``k`` fakes
+            (recall-cover), or None.
+        fake_covered: ``[M]`` bool: the fake sample's own ``NND_{k'}`` ball holds ``k`` reals
+            (precision-cover), or None.
         fake_soft, real_soft: ``[M]`` / ``[N]`` float64 soft-ball probabilities of each fake
             against the real balls / each real against the fake balls (probabilistic P&R).
     """
@@ -88,8 +91,8 @@ class CrossResult:
     real_nn_index: Optional[Tensor] = None
     real_nn_sq_dist: Optional[Tensor] = None
     real_ball_min_value: Dict[int, Tensor] = field(default_factory=dict)
-    real_ball_fakes: Dict[int, Tensor] = field(default_factory=dict)
-    fake_ball_reals: Dict[int, Tensor] = field(default_factory=dict)
+    real_covered: Optional[Tensor] = None
+    fake_covered: Optional[Tensor] = None
     fake_soft: Optional[Tensor] = None
     real_soft: Optional[Tensor] = None
 
@@ -106,7 +109,7 @@ def cross_pass(
     nearest: Union[bool, str] = False,
     fake_values: Optional[Tensor] = None,
     value_ks: Sequence[int] = (),
-    cover_ks: Sequence[int] = (),
+    cover: Optional[Cover] = None,
     soft_sq_radii: Optional[Tuple[float, float]] = None,
     soft_nearest: Optional[int] = None,
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
@@ -125,7 +128,8 @@ def cross_pass(
             for the nearest real sample of each fake only (what authenticity needs).
         fake_values, value_ks: per-fake values whose minimum over each real ball (radius k
             in ``value_ks``) is wanted.
-        cover_ks: radii k (of both sets) whose balls' counts of the other set are wanted.
+        cover: whether each sample's own ``NND_{k'}`` ball (closed) holds ``k`` samples of the
+            other set (PR-cover, :class:`.cover.Cover`), or None.
         soft_sq_radii: ``(R_real^2, R_fake^2)`` of the soft balls (:mod:`.soft`), or None.
         soft_nearest: k: each soft product over the k nearest reference samples only (the
             authors' script), or None: over all of them (the paper).
@@ -139,8 +143,9 @@ def cross_pass(
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
     if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
-        ks = set(member_ks) | set(value_ks) | ({realism_k} if realism_k is not None else set()) or set(cover_ks)
+        ks = set(member_ks) | set(value_ks) | ({realism_k} if realism_k is not None else set())
         radii = [real_sq_radii[k] for k in sorted(ks)]
+        radii = radii or ([cover.real_radius[:, 1]] if cover is not None else [])
         offset = float(radii[-1].median()) if radii else estimate_offset(fake, real, 1, False)
         if screen_pays(real, fake, offset):
             set_offset(offset, real, fake)
@@ -160,11 +165,8 @@ def cross_pass(
         res.real_in_fake[k] = torch.zeros(n, dtype=torch.bool, device=dev)
     for k in value_ks:
         res.real_ball_min_value[k] = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
-    for k in cover_ks:
-        res.real_ball_fakes[k] = torch.zeros(n, dtype=torch.long, device=dev)
-        res.fake_ball_reals[k] = torch.zeros(m, dtype=torch.long, device=dev)
     soft = SoftProducts(n, m, *soft_sq_radii, dev) if soft_sq_radii is not None and soft_nearest is None else None
-    soft_near = NearestProducts(real, fake, soft_nearest, *soft_sq_radii) if soft_sq_radii and soft_nearest else None
+    soft_near = soft_nearest if soft_sq_radii is not None else None
     realism = None
     if realism_k is not None:
         r_sq = real_sq_radii[realism_k]
@@ -176,9 +178,13 @@ def cross_pass(
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
     # the balls of each tile: (k, open) for membership, (k, closed) for per-ball minima and counts
-    kinds = {(k, strict) for k in member_ks} | {(k, False) for k in (*value_ks, *cover_ks)}
-    near_fake = RunningNearest(m, min(1 + real.slack, n), cdt, dev) if nearest else None
-    near_real = RunningNearest(n, min(1 + real.slack, m), cdt, dev) if nearest is True else None
+    kinds = {(k, strict) for k in member_ks} | {(k, False) for k in value_ks}
+    # one running nearest list per direction serves every k-th neighbour wanted across the sets
+    cover_k = cover.k if cover is not None else 0
+    t_fake = max(1 if nearest else 0, cover_k, soft_near or 0)  # reals near each fake
+    t_real = max(1 if nearest is True else 0, cover_k, soft_near or 0)  # fakes near each real
+    near_fake = RunningNearest(m, min(t_fake + real.slack, n), cdt, dev) if t_fake else None
+    near_real = RunningNearest(n, min(t_real + real.slack, m), cdt, dev) if t_real else None
 
     # once more than half of this process's screened tiles were recomputed, the later tiles
     # come from the float rows directly (same layout: the values do not depend on it)
@@ -191,12 +197,9 @@ def cross_pass(
         def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
             return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
 
-        def exact_t(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:  # transposed tile
-            return exact_pairs(real.original, fake.original, i0 + c, j0 + r)
-
         def decide(
             sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
-        ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor], Dict[int, Members]]:
+        ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor]]:
             # margins use the tile's largest norm on the other side: a conservative bound
             row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
             # largest k first (closed before open at one k): a smaller ball of the same centre
@@ -213,15 +216,13 @@ def cross_pass(
                 )
                 for k in recall_ks
             }
-            # fake balls (rows of the transposed tile) and the reals they hold
-            fake_balls = {k: Members(sq.T, fake_sq_radii[k][cs], col_bound, exact_t, None, limit) for k in cover_ks}
-            return balls, inside, fake_balls
+            return balls, inside
 
         used = (plain_real, plain_fake) if plain_tile else (real, fake)
         seen += not plain_tile
         try:
             limit = sq.numel() * AMBIGUOUS_SHARE if screened and not plain_tile else None
-            balls, inside, fake_balls = decide(sq, *used, limit)
+            balls, inside = decide(sq, *used, limit)
         except Ambiguous:
             recomputed += 1
             if 2 * recomputed > seen:
@@ -233,7 +234,7 @@ def cross_pass(
                 plain_fake.right(cs),
                 plain_fake.sq_norms[cs],
             )
-            balls, inside, fake_balls = decide(sq, plain_real, plain_fake, None)
+            balls, inside = decide(sq, plain_real, plain_fake, None)
             used = (plain_real, plain_fake)
         for (k, open_), members in balls.items():
             if k in res.fake_in_real and open_ == strict:
@@ -244,14 +245,8 @@ def cross_pass(
                 best = res.real_ball_min_value[k]
                 values = fake_values if fake_values is not None else best.new_zeros(0)
                 best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
-            if k in res.real_ball_fakes and not open_:
-                res.real_ball_fakes[k][rs] += members.count_per_row()
-        for k, members in fake_balls.items():
-            res.fake_ball_reals[k][cs] += members.count_per_row()
         if soft is not None:
             soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
-        if soft_near is not None:
-            soft_near.update(rs, cs, sq, i0, j0)
         for k, rows_in in inside.items():
             res.real_in_fake[k][rs] |= rows_in
         if realism is not None:  # (the screen's bound holds for recomputed tiles too)
@@ -272,8 +267,14 @@ def cross_pass(
                 near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
     if soft is not None:
         res.fake_soft, res.real_soft = soft.finish(real.original, fake.original, shard)
-    if soft_near is not None:
-        res.fake_soft, res.real_soft = soft_near.finish(real, fake, block_bytes, shard)
+    if soft_near and soft_sq_radii is not None and near_fake is not None and near_real is not None:
+        res.fake_soft, res.real_soft = nearest_products(
+            real, fake, near_fake, near_real, soft_near, soft_sq_radii, block_bytes, shard
+        )
+    if cover is not None and near_fake is not None and near_real is not None:
+        k, wide = cover.k, cover.wide
+        res.fake_covered = within_kth(fake, real, near_fake, k, cover.fake_radius, wide, block_bytes, shard)
+        res.real_covered = within_kth(real, fake, near_real, k, cover.real_radius, wide, block_bytes, shard)
     if realism is not None:
         best, unsafe = realism.finish(shard)
         if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
@@ -283,9 +284,9 @@ def cross_pass(
         res.realism = best.clamp(min=0).sqrt()
     # nearest neighbours: exact ties (equidistant samples) go to the lowest index, as numpy's
     # argmin; authenticity depends on which tied real sample is i*
-    if near_real is not None:
+    if near_real is not None and nearest is True:
         res.real_nn_sq_dist, res.real_nn_index = _nearest(real, fake, near_real, m, block_bytes, shard)
-    if near_fake is not None:
+    if near_fake is not None and nearest:
         res.fake_nn_sq_dist, res.fake_nn_index = _nearest(fake, real, near_fake, n, block_bytes, shard)
     return res
 
@@ -310,6 +311,3 @@ def _combine(res: CrossResult, shard: Shard) -> None:
         res.real_in_fake[k] = shard.any(res.real_in_fake[k])
     for k in res.real_ball_min_value:
         res.real_ball_min_value[k] = shard.min(res.real_ball_min_value[k])
-    for k in res.real_ball_fakes:
-        res.real_ball_fakes[k] = shard.sum(res.real_ball_fakes[k])
-        res.fake_ball_reals[k] = shard.sum(res.fake_ball_reals[k])

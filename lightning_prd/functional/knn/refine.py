@@ -49,16 +49,19 @@ def refine_topk(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     by_index: bool = True,
     shard: Optional[Shard] = None,
+    rows: Optional[Tensor] = None,
 ) -> Dict[int, Tuple[Tensor, Tensor]]:
     """Exact float64 squared distance and index of the k-th nearest neighbour, for each ``k``.
 
     ``approx``/``idx`` are sorted running top-``t`` lists of tile values (the same on every
-    rank); ``truncated``: rows of ``b`` were left out of the lists. ``by_index``: ties are
-    ordered by index (nearest neighbours); else only the values are exact (radii). With a
-    ``shard``, each rank refines a contiguous share of the rows and the results are gathered.
+    rank) of the rows ``rows`` of ``a`` (all of them by default); ``truncated``: rows of ``b``
+    were left out of the lists. ``by_index``: ties are ordered by index (nearest neighbours);
+    else only the values are exact (radii). With a ``shard``, each rank refines a contiguous
+    share of the rows and the results are gathered.
     """
     n_all = approx.shape[0]
-    rows = torch.arange(n_all, device=approx.device)
+    if rows is None:
+        rows = torch.arange(n_all, device=approx.device)
     if shard is not None:
         mine = shard.row_share(n_all)
         rows, approx, idx = rows[mine], approx[mine], idx[mine]

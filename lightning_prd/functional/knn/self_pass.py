@@ -7,7 +7,9 @@ a few wide tiles (:func:`.tiling.strip_chunks`, efficient GEMMs however thin the
 tile updates the running top-``t`` lists of its rows and, transposed, of its columns beyond
 the diagonal square (about half the GEMM work of a full pass); the diagonal is masked by
 index, so an exact duplicate still counts at distance 0 (``NND_k(x)`` excludes ``x`` itself,
-``DESIGN.md``). The lists are then made exact by :func:`.refine.refine_topk`. Given a
+``DESIGN.md``). The lists are then made exact by :func:`.refine.refine_topk`, or, for the
+radii only compared with other values (PR-cover's wide balls, :mod:`.cover`), turned into
+intervals that hold the exact value (:func:`self_radii`). Given a
 :class:`.kernel.KernelSum`, each tile then adds its kernel values (float32 or float64 tiles:
 the pass is not screened).
 
@@ -22,7 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -32,6 +34,7 @@ from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.lists import merge_tile
 from lightning_prd.functional.knn.points import (
     PointSet,
+    bound,
     estimate_offset,
     pass_offset,
     screen_pays,
@@ -57,17 +60,39 @@ def self_knn(
     process computes its share of the tiles and the running lists are merged across the group.
     With a ``kernel`` sum, every ordered pair ``i != j`` is added to it (``ks`` may be empty).
     """
+    return self_radii(points, ks, (), block_bytes, shard, kernel)[0]
+
+
+def self_radii(
+    points: PointSet,
+    ks: Iterable[int],
+    loose_ks: Iterable[int],
+    block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
+    shard: Optional[Shard] = None,
+    kernel: Optional[KernelSum] = None,
+) -> Tuple[Dict[int, Tensor], Dict[int, Tensor]]:
+    """:func:`self_knn`'s exact squared ``NND_k`` for ``ks``, and for each ``k`` of ``loose_ks``
+    a float64 ``[n, 2]`` interval ``(low, high)`` holding the exact squared ``NND_k``, from the
+    same pass.
+
+    The interval comes from the ``k``-th listed tile value ``v`` of each row:
+    ``[low(v), high(v)]`` of its :class:`.bounds.Bound` (increasing in ``v``) holds the exact
+    ``k``-th smallest distance, since at most ``k - 1`` other rows have a smaller tile value and
+    the first ``k`` listed have at most ``v``. No float64 work is done for these radii.
+    """
     ks = sorted(set(int(k) for k in ks))
+    loose = sorted(set(int(k) for k in loose_ks) - set(ks))
+    all_ks = sorted(set(ks) | set(loose))
     n = len(points)
     if kernel is not None:
         points = unscreened(points, block_bytes)
     elif points.screened is not None:
-        offset = estimate_offset(points, points, ks[-1], True)
+        offset = estimate_offset(points, points, (ks or loose)[-1], True)  # exact radii first
         if screen_pays(points, points, offset):
             set_offset(offset, points)
         else:
             points = unscreened(points, block_bytes)
-    t = min(ks[-1] + points.slack, n - 1) if ks else 0
+    t = min(all_ks[-1] + points.slack, n - 1) if all_ks else 0
     dev, cdt = points.original.device, points.dtype
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
@@ -100,11 +125,19 @@ def self_knn(
                 kernel.add_self(sq, n_rows, j0 == i0)
     if kernel is not None:
         kernel.reduce(shard)
-    if not ks:
-        return {}
+    if not all_ks:
+        return {}, {}
     if shard is not None:
         vals, idx = shard.merge_topk(vals, idx)
+    intervals = {}
+    if loose:
+        bnd = bound(points, points, slice(None)).col()
+        v = vals[:, [k - 1 for k in loose]].to(torch.float64)
+        low, high = bnd.low(v), bnd.high(v)
+        intervals = {k: torch.stack([low[:, i], high[:, i]], 1) for i, k in enumerate(loose)}
+    if not ks:
+        return {}, intervals
     refined = refine_topk(
         points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes, by_index=False, shard=shard
     )
-    return {k: refined[k][0] for k in ks}
+    return {k: refined[k][0] for k in ks}, intervals

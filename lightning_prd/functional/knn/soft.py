@@ -58,39 +58,33 @@ _BLOCK = 256
 SATURATED = -40.0
 
 
-class NearestProducts:
+def nearest_products(
+    real: PointSet,
+    fake: PointSet,
+    near_fake: RunningNearest,
+    near_real: RunningNearest,
+    k: int,
+    sq_radii: Tuple[float, float],
+    block_bytes: int,
+    shard: Optional[Shard] = None,
+) -> Tuple[Tensor, Tensor]:
     """The authors' script's variant: each product over the ``k`` nearest reference samples
-    only (its ``k`` largest terms), from exact float64 ``k``-nearest lists of both directions."""
+    only (its ``k`` largest terms), from the cross pass's running nearest lists (``near_fake``:
+    reals near each fake, ``near_real``: fakes near each real, merged across the group), made
+    exact float64 ``k``-nearest distances. ``sq_radii``: ``(R_real^2, R_fake^2)``.
 
-    def __init__(self, real: PointSet, fake: PointSet, k: int, r_sq_real: float, r_sq_fake: float) -> None:
-        n, m, dev = len(real), len(fake), real.original.device
-        self.k, self.thr = k, (float(r_sq_real), float(r_sq_fake))
-        self.near_fake = RunningNearest(m, min(k + real.slack, n), real.dtype, dev)  # reals near each fake
-        self.near_real = RunningNearest(n, min(k + real.slack, m), real.dtype, dev)
-
-    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> None:
-        self.near_fake.update(cs, sq, 0, i0)
-        self.near_real.update(rs, sq, 1, j0)
-
-    def finish(
-        self, real: PointSet, fake: PointSet, block_bytes: int, shard: Optional[Shard] = None
-    ) -> Tuple[Tensor, Tensor]:
-        out = []
-        for near, rows, cols, thr in (
-            (self.near_fake, fake, real, self.thr[0]),
-            (self.near_real, real, fake, self.thr[1]),
-        ):
-            if shard is not None:
-                near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
-            ks = list(range(1, self.k + 1))
-            sq = refine_topk(rows, cols, near.vals, near.idx, ks, False, near.t < len(cols), block_bytes, False, shard)
-            d2 = torch.stack([sq[k][0] for k in ks], 1)  # exact float64, [queries, k]
-            if thr > 0:
-                keep = torch.where(d2 < thr, (d2 / thr).sqrt(), 1.0)  # 1 - p = min(1, d / R)
-            else:
-                keep = torch.where(d2 == 0, 0.0, 1.0).to(torch.float64)
-            out.append(1.0 - keep.prod(1))
-        return out[0], out[1]
+    Returns the probabilities per fake (P-precision's terms) and per real (P-recall's)."""
+    out = []
+    for near, rows, cols, thr in ((near_fake, fake, real, sq_radii[0]), (near_real, real, fake, sq_radii[1])):
+        ks = list(range(1, k + 1))
+        sq = refine_topk(rows, cols, near.vals, near.idx, ks, False, near.t < len(cols), block_bytes, False, shard)
+        d2 = torch.stack([sq[j][0] for j in ks], 1)  # exact float64, [queries, k]
+        if thr > 0:
+            keep = torch.where(d2 < thr, (d2 / thr).sqrt(), 1.0)  # 1 - p = min(1, d / R)
+        else:
+            keep = torch.where(d2 == 0, 0.0, 1.0).to(torch.float64)
+        out.append(1.0 - keep.prod(1))
+    return out[0], out[1]
 
 
 class SoftProducts:
