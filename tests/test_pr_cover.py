@@ -129,3 +129,43 @@ def test_bad_input(kwargs, match):
     real, fake = _pair(1, 15, 40, 2)
     with pytest.raises(ValueError, match=match):
         precision_recall_cover(real, fake, **kwargs)
+
+
+def _covered_oracle(real, fake, k, wide):
+    """Per sample: its own closed NND_wide ball holds at least k samples of the other set."""
+    d = _dists(real, fake)
+    return (d <= _nnd(fake, wide)[None, :]).sum(0) >= k, (d <= _nnd(real, wide)[:, None]).sum(1) >= k
+
+
+@pytest.mark.parametrize("dim", [2, 64, 256])
+def test_undecided_intervals_fall_back_to_exact_values(dim, both_tile_paths, monkeypatch):
+    """Matched distributions: the k-th cross distance and the own NND_{Ck} are close for many
+    samples, so their intervals overlap and both are made exact; every decision equals the
+    float64 oracle, sample by sample."""
+    from lightning_prd.functional._engine import knn_pass
+    from lightning_prd.functional.knn import cover
+
+    calls = {"cross": 0, "own": 0}
+    refine, own = cover.refine_topk, cover.exact_rows_topk
+
+    def spy_refine(*args, **kwargs):
+        calls["cross"] += 1
+        return refine(*args, **kwargs)
+
+    def spy_own(*args, **kwargs):
+        calls["own"] += 1
+        return own(*args, **kwargs)
+
+    monkeypatch.setattr(cover, "refine_topk", spy_refine)
+    monkeypatch.setattr(cover, "exact_rows_topk", spy_own)
+    g = torch.Generator().manual_seed(dim)
+    real = torch.randn(300, dim, generator=g)
+    fake = torch.cat([torch.randn(250, dim, generator=g), real[:20] + 1e-4 * torch.randn(20, dim, generator=g)])
+    for k, C in ((1, 2), (2, 3), (4, 2)):
+        res = knn_pass(real, fake, cover=(k, C * k), block_bytes=1 << 16).cross
+        want_fake, want_real = _covered_oracle(real.numpy(), fake.numpy(), k, C * k)
+        np.testing.assert_array_equal(res.fake_covered.numpy(), want_fake)
+        np.testing.assert_array_equal(res.real_covered.numpy(), want_real)
+    assert calls["cross"] > 0
+    if dim == 2:  # low dimension: exact distances meet at the radius often enough
+        assert calls["own"] > 0
