@@ -528,6 +528,9 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
 
     * ``Pprecision``, ``Precall``: k-NN precision and recall (Kynkäänniemi et al. 2019, k=3);
     * ``Pdensity``, ``Pcoverage``: Naeem et al. 2020, k=5;
+    * ``Pp_precision``, ``Pp_recall``: probabilistic precision and recall (Park & Kim 2023);
+      ``Pprecision_cover``, ``Precall_cover``: PR-cover (Cheema & Urner 2023), on sets large
+      enough for their radii;
     * ``Pfrechet_distance``: the FID formula on the features (lower is better);
     * when the metric returns them: ``Pf_beta``, ``Pf_inv_beta`` (PRD F_8, F_1/8),
       ``Palpha_precision``, ``Pbeta_recall``, ``Pauthenticity``; with ``metric=dict(kid=True)``

@@ -195,9 +195,17 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
     p.add_argument(
-        "--probabilistic", action="store_true", help="add probabilistic precision and recall (p_precision, p_recall)"
+        "--probabilistic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="probabilistic precision and recall (p_precision, p_recall; default: on)",
     )
-    p.add_argument("--pr-cover", action="store_true", help="add precision cover and recall cover")
+    p.add_argument(
+        "--pr-cover",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="precision cover and recall cover (precision_cover, recall_cover; default: on)",
+    )
     p.add_argument(
         "--kid",
         action="store_true",

@@ -28,6 +28,10 @@ DIRECTIONS: Dict[str, str] = {
     "recall": "higher",
     "density": "one",
     "coverage": "higher",
+    "p_precision": "higher",
+    "p_recall": "higher",
+    "precision_cover": "higher",
+    "recall_cover": "higher",
     "f_beta": "higher",
     "f_inv_beta": "higher",
     "alpha_precision": "higher",
@@ -40,10 +44,6 @@ DIRECTIONS: Dict[str, str] = {
     "top_precision": "higher",
     "top_recall": "higher",
     "top_f1": "higher",
-    "p_precision": "higher",
-    "p_recall": "higher",
-    "precision_cover": "higher",
-    "recall_cover": "higher",
     "cmmd": "lower",
 }
 

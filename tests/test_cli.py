@@ -46,6 +46,9 @@ def expected_scores(real, fake, *, k_pr=3, k_dc=5, seed=0, clusters=5, runs=2, n
         "coverage": coverage,
         "frechet_distance": F.frechet_distance(real, fake),
     }
+    # on by default: probabilistic P&R (k = 4, a = 1.2) and PR-cover (default k, C = 3)
+    out["p_precision"], out["p_recall"] = F.probabilistic_precision_recall(real, fake)
+    out["precision_cover"], out["recall_cover"] = F.precision_recall_cover(real, fake)
     prd_curve, prd_f_beta = _functional("prd_curve", "prd"), _functional("prd_f_beta", "prd")
     if prd_curve is not None and prd_f_beta is not None:
         p, r = prd_curve(real, fake, num_clusters=clusters, num_runs=runs, seed=seed, enforce_balance="subsample")
@@ -174,7 +177,8 @@ def test_npz_keys_first_array_and_pt(files, arrays, capsys):
     )
     got = json.loads(out.read_text())
     want = expected_scores(real, fake)
-    assert set(got["scores"]) == {"precision", "recall", "density", "coverage", "frechet_distance"}
+    kept = {"precision", "recall", "density", "coverage", "frechet_distance"}
+    assert set(got["scores"]) == kept | {"p_precision", "p_recall", "precision_cover", "recall_cover"}
     assert got["settings"]["prd"] is None and got["settings"]["alpha_beta"] is None
     for name, value in got["scores"].items():
         assert value == pytest.approx(want[name], rel=1e-5, abs=1e-6)
@@ -885,7 +889,7 @@ def test_unknown_flag_in_subprocess_exits_2(files):
 def test_direction_column_is_right_for_every_score(files, capfd):
     argv = ["evaluate", "--real", str(files / "real.npy"), "--fake", str(files / "fake.npy"), *FAST_PRD, "-q"]
     assert main(argv) == 0
-    rows = {line.split()[0]: line.split(None, 2)[2] for line in capfd.readouterr().out.splitlines()[-10:]}
+    rows = {line.split()[0]: line.split(None, 2)[2] for line in capfd.readouterr().out.splitlines()[-len(SCORES_ALL) :]}
     assert set(rows) == set(SCORES_ALL)
     want = {name: "higher" for name in SCORES_ALL}
     want.update(density="1 is ideal", frechet_distance="lower")
@@ -980,6 +984,10 @@ SCORES_ALL = (
     "recall",
     "density",
     "coverage",
+    "p_precision",
+    "p_recall",
+    "precision_cover",
+    "recall_cover",
     "f_beta",
     "f_inv_beta",
     "alpha_precision",

@@ -76,6 +76,9 @@ def test_equals_the_separate_functions(n, m, d, k_pr, k_dc, dtype):
     want["f_beta"], want["f_inv_beta"] = F.prd_f_beta(curve_p, curve_r)
     spread = score_spread(real, fake, num_splits=3, k_precision_recall=k_pr, k_density_coverage=k_dc)
     want.update({f"{name}_std": v["std"].to(dtype) for name, v in spread.items()})
+    # on by default: probabilistic P&R and PR-cover (default k = ceil((ln N + 6) / 3))
+    want["p_precision"], want["p_recall"] = F.probabilistic_precision_recall(real, fake)
+    want["precision_cover"], want["recall_cover"] = F.precision_recall_cover(real, fake)
     extra = {"inside_precision", "covered"}
     assert set(out) == set(want) | extra
     for name, value in want.items():
@@ -125,8 +128,8 @@ def test_prdc_setting_matches_prdc(rng):
 
 def test_one_shared_pass(monkeypatch):
     real, fake = _data(100, 80, 6, torch.float32)
-    cross, radii = _count_calls(monkeypatch, "cross_pass"), _count_calls(monkeypatch, "self_knn")
-    generative_metrics(real, fake, alpha_beta=True)
+    cross, radii = _count_calls(monkeypatch, "cross_pass"), _count_calls(monkeypatch, "self_radii")
+    generative_metrics(real, fake, alpha_beta=True)  # probabilistic P&R and PR-cover too (default)
     assert len(cross) == 1 and len(radii) == 2  # one cross pass; real radii and fake radii once each
     cross.clear(), radii.clear()
     F.precision_recall(real, fake), F.density_coverage(real, fake), F.authenticity(real, fake)
@@ -136,7 +139,8 @@ def test_one_shared_pass(monkeypatch):
 def test_only_frechet_runs_no_knn_pass(monkeypatch):
     real, fake = _data(30, 20, 4, torch.float32)
     cross = _count_calls(monkeypatch, "cross_pass")
-    out = generative_metrics(real, fake, k_pr=None, k_dc=None, realism=False, authenticity=False)
+    off = dict(realism=False, authenticity=False, probabilistic=False, pr_cover=False)
+    out = generative_metrics(real, fake, k_pr=None, k_dc=None, **off)
     assert list(out) == ["frechet_distance"] and cross == []
 
 

@@ -114,8 +114,8 @@ def test_reset_real_features_false_keeps_features_and_radii(data, monkeypatch):
     _feed(m, real, fake, 1000)
     first = m.compute()
     calls = []
-    orig = knn.self_knn
-    monkeypatch.setattr(knn, "self_knn", lambda *a, **kw: calls.append(a[0]) or orig(*a, **kw))
+    orig = knn.self_radii
+    monkeypatch.setattr(knn, "self_radii", lambda *a, **kw: calls.append(a[0]) or orig(*a, **kw))
     m.reset()
     m.update(fake, real=False)
     second = m.compute()

@@ -113,7 +113,9 @@ def test_generative_metrics_equals_function(both_tile_paths):
     pc, rc = precision_recall_cover(real, fake, k=2, C=4)
     assert float(out["precision_cover"]) == float(pc) and float(out["recall_cover"]) == float(rc)
     assert "precision_cover" not in generative_metrics(real, fake, pr_cover=False)
-    assert "precision_cover" not in generative_metrics(real, fake)  # off by default
+    default = generative_metrics(real, fake)  # on by default, with the default k and C = 3
+    pc, rc = precision_recall_cover(real, fake)
+    assert float(default["precision_cover"]) == float(pc) and float(default["recall_cover"]) == float(rc)
     # True: left out on sets too small for the default radii; explicit options raise
     small_real, small_fake = real[:10], fake[:8]
     assert "precision_cover" not in generative_metrics(small_real, small_fake, k_pr=2, k_dc=2, pr_cover=True)

@@ -28,7 +28,11 @@ def test_metric_class_switches_and_equal_to_functions():
     pp, pr = F.probabilistic_precision_recall(REAL, FAKE)
     pc, rc = F.precision_recall_cover(REAL, FAKE)
     assert [float(out[k]) for k in NEW_KEYS] == [float(v) for v in (pp, pr, pc, rc)]
-    off = GenerativeMetrics(prd=False, alpha_beta=False)  # off by default
+    default = GenerativeMetrics(prd=False, alpha_beta=False)  # on by default
+    default.update(REAL, real=True)
+    default.update(FAKE, real=False)
+    assert [float(default.compute()[k]) for k in NEW_KEYS] == [float(out[k]) for k in NEW_KEYS]
+    off = GenerativeMetrics(prd=False, alpha_beta=False, probabilistic=False, pr_cover=False)
     off.update(REAL, real=True)
     off.update(FAKE, real=False)
     assert not set(NEW_KEYS) & set(off.compute())
@@ -92,13 +96,16 @@ def test_cli_evaluate_columns_and_flags(feature_files, capfd):
         assert got["scores"][key] == pytest.approx(float(value), abs=1e-7)
         assert key in table and direction_label(key) == "higher"
     assert got["settings"]["probabilistic"] == dict(k=4, a=1.2, terms="all") and got["settings"]["pr_cover"]["C"] == 3
-    assert main([*base, "--no-prd", "--no-alpha-beta", "--pr-cover", "--json", str(out), "-q"]) == 0
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--no-probabilistic", "--json", str(out), "-q"]) == 0
     scores = json.loads(out.read_text())["scores"]
     assert "p_precision" not in scores and "precision_cover" in scores
-    assert main([*base, "--no-prd", "--no-alpha-beta", "--probabilistic", "--json", str(out), "-q"]) == 0
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--no-pr-cover", "--json", str(out), "-q"]) == 0
     scores = json.loads(out.read_text())["scores"]
     assert "p_precision" in scores and "precision_cover" not in scores
-    assert main([*base, "--no-prd", "--no-alpha-beta", "--json", str(out), "-q"]) == 0
+    assert main([*base, "--no-prd", "--no-alpha-beta", "--json", str(out), "-q"]) == 0  # both on by default
+    assert set(NEW_KEYS) <= set(json.loads(out.read_text())["scores"])
+    argv = [*base, "--no-prd", "--no-alpha-beta", "--no-probabilistic", "--no-pr-cover", "--json", str(out), "-q"]
+    assert main(argv) == 0
     scores = json.loads(out.read_text())["scores"]
     assert "p_precision" not in scores and "precision_cover" not in scores
 

@@ -199,8 +199,8 @@ def generative_metrics(
     kid: Union[bool, Mapping[str, Any]] = False,
     vendi: Union[bool, Mapping[str, Any]] = False,
     top_pr: Union[bool, Mapping[str, Any]] = False,
-    probabilistic: Union[bool, Mapping[str, Any]] = False,
-    pr_cover: Union[bool, Mapping[str, Any]] = False,
+    probabilistic: Union[bool, Mapping[str, Any]] = True,
+    pr_cover: Union[bool, Mapping[str, Any]] = True,
     per_sample: bool = False,
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
@@ -274,9 +274,9 @@ def generative_metrics(
         top_pr: TopP&R: False, True, or a dict overriding ``alpha=0.1, num_bootstrap=10,
             projection_dim=32, k=None, bandwidth="half_row", seed=99`` (the official code's
             settings; each set then needs more than 160 samples).
-        probabilistic: probabilistic precision and recall: False (default), True, or a dict
+        probabilistic: probabilistic precision and recall: True (default), False, or a dict
             overriding ``k=4, a=1.2, terms="all"``.
-        pr_cover: precision and recall cover: False (default), True, or a dict overriding
+        pr_cover: precision and recall cover: True (default), False, or a dict overriding
             ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``. With ``True`` a family is left out
             when a set is too small for its radii (``k + 1``, ``C k + 1`` samples); with a dict
             that raises.
