@@ -78,7 +78,8 @@ def self_radii(
     The interval comes from the ``k``-th listed tile value ``v`` of each row:
     ``[low(v), high(v)]`` of its :class:`.bounds.Bound` (increasing in ``v``) holds the exact
     ``k``-th smallest distance, since at most ``k - 1`` other rows have a smaller tile value and
-    the first ``k`` listed have at most ``v``. No float64 work is done for these radii.
+    the first ``k`` listed have at most ``v``. No float64 work is done for these radii, and their
+    lists need no candidates beyond ``k``.
     """
     ks = sorted(set(int(k) for k in ks))
     loose = sorted(set(int(k) for k in loose_ks) - set(ks))
@@ -92,7 +93,8 @@ def self_radii(
             set_offset(offset, points)
         else:
             points = unscreened(points, block_bytes)
-    t = min(all_ks[-1] + points.slack, n - 1) if all_ks else 0
+    # exact radii need candidates beyond k (the rounding margin); an interval only the k-th value
+    t = min(max([k + points.slack for k in ks] + loose), n - 1) if all_ks else 0
     dev, cdt = points.original.device, points.dtype
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
