@@ -171,3 +171,29 @@ def test_undecided_intervals_fall_back_to_exact_values(dim, both_tile_paths, mon
     assert calls["cross"] > 0
     if dim == 2:  # low dimension: exact distances meet at the radius often enough
         assert calls["own"] > 0
+
+
+@pytest.mark.parametrize("name", ["gaussian-64", "clusters-256", "integers-8"])
+def test_radius_intervals_hold_the_exact_radius(name, both_tile_paths):
+    """``self_radii``'s intervals of NND_k (PR-cover's own radii, no float64 work) hold the
+    float64 oracle's value for every sample, screened or not, ties included."""
+    from lightning_prd.functional.knn import prepare, self_radii
+
+    g = torch.Generator().manual_seed(11)
+    kind, dim = name.split("-")
+    dim = int(dim)
+    if kind == "gaussian":
+        x = torch.randn(5000, dim, generator=g)
+    elif kind == "clusters":
+        x = torch.randn(10, dim, generator=g)[torch.randint(0, 10, (5000,), generator=g)]
+        x = x + 0.05 * torch.randn(5000, dim, generator=g)
+    else:
+        x = torch.randint(0, 4, (5000, dim), generator=g).float()
+    points = prepare(x, x.double().mean(0), torch.float32)
+    _, bounds = self_radii(points, [], [6, 18], block_bytes=1 << 22)
+    d = torch.cdist(x.double(), x.double()).square_()
+    d.fill_diagonal_(float("inf"))
+    exact = d.sort(1).values
+    for k in (6, 18):
+        low, high = bounds[k].unbind(1)
+        assert bool(((low <= exact[:, k - 1]) & (exact[:, k - 1] <= high)).all()), k

@@ -36,7 +36,7 @@ from lightning_prd.functional.knn import tiling
 from lightning_prd.functional.knn.cover import Cover, within_kth
 from lightning_prd.functional.knn.exact import exact_pairs, lowest_identical
 from lightning_prd.functional.knn.kernel import KernelSum
-from lightning_prd.functional.knn.lists import RunningNearest
+from lightning_prd.functional.knn.lists import RunningNearest, sync_free
 from lightning_prd.functional.knn.members import Ambiguous, Members, rows_inside
 from lightning_prd.functional.knn.points import (
     PointSet,
@@ -185,6 +185,7 @@ def cross_pass(
     t_real = max(1 if nearest is True else 0, cover_k, soft_near or 0)  # fakes near each real
     near_fake = RunningNearest(m, min(t_fake + real.slack, n), cdt, dev) if t_fake else None
     near_real = RunningNearest(n, min(t_real + real.slack, m), cdt, dev) if t_real else None
+    no_sync = sync_free(dev)
 
     # once more than half of this process's screened tiles were recomputed, the later tiles
     # come from the float rows directly (same layout: the values do not depend on it)
@@ -252,9 +253,9 @@ def cross_pass(
         if realism is not None:  # (the screen's bound holds for recomputed tiles too)
             realism.update(rs, cs, sq, i0, exact_fn)
         if near_fake is not None:
-            near_fake.update(cs, sq, 0, i0)
+            near_fake.update(cs, sq, 0, i0, no_sync)
         if near_real is not None:
-            near_real.update(rs, sq, 1, j0)
+            near_real.update(rs, sq, 1, j0, no_sync)
         if kernel is not None:  # last: it overwrites the tile
             kernel.add(sq)
 

@@ -22,6 +22,13 @@ import torch
 from torch import Tensor
 
 
+def sync_free(device: torch.device) -> bool:
+    """Whether tile loops on ``device`` avoid host synchronisation (CUDA: a ``nonzero`` or a
+    ``bool()`` per tile would stall the GPU's queue; on the CPU the data-dependent shortcuts are
+    cheaper)."""
+    return device.type == "cuda"
+
+
 def merge_topk(vals: Sequence[Tensor], idx: Sequence[Tensor], t: int) -> Tuple[Tensor, Tensor]:
     """Per row, the ``t`` smallest of the concatenated candidate lists, sorted, with their indices."""
     all_v, all_i = torch.cat(list(vals), dim=1), torch.cat(list(idx), dim=1)

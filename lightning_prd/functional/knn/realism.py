@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.exact import exact_pairs
-from lightning_prd.functional.knn.lists import RunningNearest, merge_topk, padded
+from lightning_prd.functional.knn.lists import RunningNearest, merge_topk, padded, sync_free
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import tiles
@@ -83,7 +83,7 @@ class RealismLists:
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
         """Merge a tile (real rows ``rs`` x generated columns ``cs``) into the lists."""
         thr = self.listed.vals[cs, -1]  # per generated sample: the t-th largest ratio, negated
-        if sq.is_cuda or bool(torch.isinf(thr).any()):  # lists not yet full (first tiles), or CUDA
+        if sync_free(sq.device) or bool(torch.isinf(thr).any()):  # lists not yet full (first tiles), or CUDA
             self._update_full(rs, cs, sq, i0, exact_fn)
         else:
             self._update_below_floor(rs, cs, sq, i0, exact_fn, thr)
@@ -137,7 +137,7 @@ class RealismLists:
         synchronisation beyond one ``nonzero`` per tile)."""
         neg_ratio = torch.div(self.neg_num[rs, None], sq, out=self._buffer(sq.numel(), sq.dtype).view(sq.shape))
         s0 = self.s0_kept[rs]
-        if sq.is_cuda:
+        if sync_free(sq.device):
             r0, c0 = (sq <= s0[:, None]).nonzero(as_tuple=True)
         else:  # rows with a near pair first: one reduction instead of a tile-size mask
             near = (sq.amin(1) <= s0).nonzero(as_tuple=True)[0]
@@ -148,7 +148,7 @@ class RealismLists:
             best = self.near_best[cs]
             best.scatter_reduce_(0, c0, ratio, reduce="amax")
             neg_ratio[r0, c0] = math.inf  # decided exactly: never listed
-        self.listed.update(cs, neg_ratio, 0, i0, sync_free=sq.is_cuda)
+        self.listed.update(cs, neg_ratio, 0, i0, sync_free=sync_free(sq.device))
 
     def finish(self, shard: Optional[Shard]) -> Tuple[Tensor, Tensor]:
         """Exact ratio maxima (float64) and the indices of the unsafe generated samples."""

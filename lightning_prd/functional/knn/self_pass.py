@@ -31,7 +31,7 @@ from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
 from lightning_prd.functional.knn.kernel import KernelSum
-from lightning_prd.functional.knn.lists import merge_tile
+from lightning_prd.functional.knn.lists import merge_tile, sync_free
 from lightning_prd.functional.knn.points import (
     PointSet,
     bound,
@@ -96,6 +96,7 @@ def self_radii(
     # exact radii need candidates beyond k (the rounding margin); an interval only the k-th value
     t = min(max([k + points.slack for k in ks] + loose), n - 1) if all_ks else 0
     dev, cdt = points.original.device, points.dtype
+    no_sync = sync_free(dev)
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
     side = min_side(points.dim, tiling.gemm_dtype(points), dev, n * n * points.dim)
@@ -118,11 +119,11 @@ def self_radii(
             if j0 == i0:
                 sq.diagonal().fill_(math.inf)
             if t:
-                merge_tile(vals, idx, rows, sq, 1, j0, t)
+                merge_tile(vals, idx, rows, sq, 1, j0, t, no_sync)
                 if j0 != i0:
-                    merge_tile(vals, idx, cols, sq, 0, i0, t)
+                    merge_tile(vals, idx, cols, sq, 0, i0, t, no_sync)
                 elif j1 > rows.stop:  # the diagonal square is merged along its rows only
-                    merge_tile(vals, idx, slice(rows.stop, j1), sq[:, n_rows:], 0, i0, t)
+                    merge_tile(vals, idx, slice(rows.stop, j1), sq[:, n_rows:], 0, i0, t, no_sync)
             if kernel is not None:  # last: it overwrites the tile
                 kernel.add_self(sq, n_rows, j0 == i0)
     if kernel is not None:
