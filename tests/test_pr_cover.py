@@ -145,10 +145,10 @@ def test_undecided_intervals_fall_back_to_exact_values(dim, both_tile_paths, mon
     samples, so their intervals overlap and both are made exact; every decision equals the
     float64 oracle, sample by sample."""
     from lightning_prd.functional._engine import knn_pass
-    from lightning_prd.functional.knn import cover
+    from lightning_prd.functional.knn import cover, self_pass
 
     calls = {"cross": 0, "own": 0}
-    refine, own = cover.refine_topk, cover.exact_rows_topk
+    refine, own = cover.refine_topk, self_pass.LooseRadius.exact
 
     def spy_refine(*args, **kwargs):
         calls["cross"] += 1
@@ -159,7 +159,7 @@ def test_undecided_intervals_fall_back_to_exact_values(dim, both_tile_paths, mon
         return own(*args, **kwargs)
 
     monkeypatch.setattr(cover, "refine_topk", spy_refine)
-    monkeypatch.setattr(cover, "exact_rows_topk", spy_own)
+    monkeypatch.setattr(self_pass.LooseRadius, "exact", spy_own)
     g = torch.Generator().manual_seed(dim)
     real = torch.randn(300, dim, generator=g)
     fake = torch.cat([torch.randn(250, dim, generator=g), real[:20] + 1e-4 * torch.randn(20, dim, generator=g)])
@@ -195,5 +195,5 @@ def test_radius_intervals_hold_the_exact_radius(name, both_tile_paths):
     d.fill_diagonal_(float("inf"))
     exact = d.sort(1).values
     for k in (6, 18):
-        low, high = bounds[k].unbind(1)
+        low, high = bounds[k].interval.unbind(1)
         assert bool(((low <= exact[:, k - 1]) & (exact[:, k - 1] <= high)).all()), k

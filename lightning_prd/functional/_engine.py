@@ -9,7 +9,7 @@ functions and the Metric classes turn those into scores.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -28,6 +28,7 @@ from lightning_prd.functional._validation import (
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
+from lightning_prd.functional.knn.self_pass import LooseRadius
 from lightning_prd.functional.knn.shard import Shard
 
 
@@ -40,8 +41,9 @@ class RealSide:
         centre: float64 mean of ``points``; both sets are centred by it.
         prepared: the real rows, centre and centred norms for the GEMM pass.
         sq_radii: exact float64 squared ``NND_k`` per k computed so far.
-        sq_radius_bounds: ``[N, 2]`` float64 intervals holding the exact squared ``NND_k``, per
-            k asked only as an interval (PR-cover's wide balls, :func:`.knn.self_radii`).
+        sq_radius_bounds: per k asked only as an interval (PR-cover's wide balls), a
+            :class:`.knn.self_pass.LooseRadius`: ``[N, 2]`` float64 bounds of the exact squared
+            ``NND_k``, made exact on demand (:func:`.knn.self_radii`).
         kernel_sums: float64 sum of ``1 - exp(-gamma d^2)`` over the ordered real pairs
             ``i != j``, per ``gamma`` computed so far (:mod:`.knn.kernel`).
     """
@@ -50,7 +52,7 @@ class RealSide:
     centre: Tensor
     prepared: knn.PointSet
     sq_radii: Dict[int, Tensor] = field(default_factory=dict)
-    sq_radius_bounds: Dict[int, Tensor] = field(default_factory=dict)
+    sq_radius_bounds: Dict[int, LooseRadius] = field(default_factory=dict)
     kernel_sums: Dict[float, Tensor] = field(default_factory=dict)
 
     @classmethod
@@ -85,14 +87,15 @@ class RealSide:
         if kernel is not None and gamma is not None:
             self.kernel_sums[gamma] = kernel.total
 
-    def radius_bounds(self, k: int) -> Tensor:
-        """``[N, 2]`` interval holding the exact squared ``NND_k`` (equal ends once it is exact)."""
-        return _interval(self.sq_radii, self.sq_radius_bounds, k)
 
-
-def _interval(exact: Dict[int, Tensor], bounds: Dict[int, Tensor], k: int) -> Tensor:
-    """The exact squared radii of ``k`` as an ``[n, 2]`` interval of equal ends, else its bounds."""
-    return torch.stack([exact[k], exact[k]], 1) if k in exact else bounds[k]
+def _radius(
+    exact: Dict[int, Tensor], loose: Dict[int, LooseRadius], k: int, block_bytes: int, shard: Optional[Shard]
+) -> Tuple[Tensor, Callable[[Tensor], Tensor]]:
+    """An ``[n, 2]`` interval holding the exact squared ``NND_k`` (equal ends when it is exact)
+    and the exact values of given rows."""
+    if k in exact:
+        return torch.stack([exact[k], exact[k]], 1), lambda rows: exact[k][rows]
+    return loose[k].interval, lambda rows: loose[k].exact(rows, block_bytes, shard)
 
 
 @dataclass
@@ -213,14 +216,14 @@ def knn_pass(
     wide = [cover[1]] if cover is not None else []
     side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma, loose_ks=wide)
     fake_sq_radii: Dict[int, Tensor] = {}
-    fake_bounds: Dict[int, Tensor] = {}
+    fake_bounds: Dict[int, LooseRadius] = {}
     if fake_ks or wide or fake_kernel is not None:
         fake_sq_radii, fake_bounds = knn.self_radii(fake_set, fake_ks, wide, block_bytes, shard, kernel=fake_kernel)
     cover_spec = None
     if cover is not None:
-        cover_spec = Cover(
-            cover[0], cover[1], side.radius_bounds(cover[1]), _interval(fake_sq_radii, fake_bounds, cover[1])
-        )
+        real_r = _radius(side.sq_radii, side.sq_radius_bounds, cover[1], block_bytes, shard)
+        fake_r = _radius(fake_sq_radii, fake_bounds, cover[1], block_bytes, shard)
+        cover_spec = Cover(cover[0], real_r[0], fake_r[0], real_r[1], fake_r[1])
     if fake_values is not None:
         fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
     soft_sq_radii = None

@@ -1,8 +1,8 @@
 r"""Is the ``k``-th nearest sample of the other set inside a sample's own ball? Decided exactly.
 
-Stage: used by the cross pass (may call :mod:`.points`, :mod:`.refine`, :mod:`.exact`,
-:mod:`.lists`, :mod:`.shard`). PR-cover (Cheema & Urner 2023) asks, per sample, whether its
-closed own-set ball of squared radius ``r^2`` (``NND_{k'}``, ``k' = C k``) holds at least
+Stage: used by the cross pass (may call :mod:`.points`, :mod:`.refine`, :mod:`.lists`,
+:mod:`.shard`; the exact radii come in as a callable). PR-cover (Cheema & Urner 2023) asks,
+per sample, whether its closed own-set ball of squared radius ``r^2`` (``NND_{k'}``, ``k' = C k``) holds at least
 ``k`` samples of the other set. That count reaches ``k`` exactly when the ``k``-th smallest
 cross distance is at most ``r``:
 
@@ -17,7 +17,7 @@ start as intervals that hold the exact value: the own radius from the self pass
 smaller tile value, and the first ``k`` listed are at most ``v``). Disjoint intervals decide a
 row. Otherwise the ``k``-th cross distance is made exact from the lists
 (:func:`.refine.refine_topk`), and where the radius interval still holds it, the radius too
-(:func:`.exact.exact_rows_topk` over the row's own set).
+(from the self pass's lists, :meth:`.self_pass.LooseRadius.exact`).
 
 Example:
     >>> import torch
@@ -30,19 +30,18 @@ Example:
     >>> near.update(slice(0, 2), torch.cdist(a, b).square(), 1, 0)
     >>> # own squared radii 4 and 9 (exact: equal ends): a 0 holds b 0 and b 1, a 5 holds none within 3
     >>> radius = torch.tensor([[4.0, 4.0], [9.0, 9.0]], dtype=torch.float64)
-    >>> within_kth(pa, pb, near, 2, radius, 1).tolist()
+    >>> within_kth(pa, pb, near, 2, radius, lambda rows: radius[rows, 0]).tolist()
     [True, False]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.exact import exact_rows_topk
 from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.points import PointSet, bound
 from lightning_prd.functional.knn.refine import refine_topk
@@ -52,14 +51,17 @@ from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
 
 @dataclass
 class Cover:
-    """What PR-cover asks of a cross pass: does each sample's own ``NND_wide`` ball (closed) hold
+    """What PR-cover asks of a cross pass: does each sample's own ``NND_{k'}`` ball (closed) hold
     ``k`` samples of the other set? ``real_radius`` / ``fake_radius``: ``[N, 2]`` / ``[M, 2]``
-    float64 intervals holding the exact squared radii (:func:`.self_pass.self_radii`)."""
+    float64 intervals holding the exact squared radii (:func:`.self_pass.self_radii`);
+    ``real_exact`` / ``fake_exact``: the exact squared radii of given rows (the same on every
+    rank), asked only where an interval does not decide."""
 
     k: int
-    wide: int
     real_radius: Tensor
     fake_radius: Tensor
+    real_exact: Callable[[Tensor], Tensor]
+    fake_exact: Callable[[Tensor], Tensor]
 
 
 def within_kth(
@@ -68,7 +70,7 @@ def within_kth(
     near: RunningNearest,
     k: int,
     radius: Tensor,
-    wide: int,
+    exact_radius: Callable[[Tensor], Tensor],
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
 ) -> Tensor:
@@ -78,8 +80,8 @@ def within_kth(
         near: running lists of ``a`` against every row of ``b`` (merged across the group
             already: the same on every rank).
         radius: ``[len(a), 2]`` float64 interval holding the exact squared radius of each own
-            ball, its ``NND_wide`` in ``a`` (equal ends when exact).
-        wide: the ``k'`` of that radius, to compute it exactly where the interval does not decide.
+            ball (equal ends when exact).
+        exact_radius: the exact squared radius of given rows, where the interval does not decide.
 
     Returns:
         ``[len(a)]`` bool, the same on every rank.
@@ -99,11 +101,5 @@ def within_kth(
     open_ = (d_k > r_lo[rows]) & (d_k <= r_hi[rows])  # the radius itself is needed
     if bool(open_.any()):
         sel = open_.nonzero(as_tuple=True)[0]
-        mine = shard.row_share(len(sel)) if shard is not None else slice(None)
-        part = rows[sel[mine]]
-        r_sq = r_hi.new_empty(0)
-        if part.numel():  # (a rank's share may be empty)
-            r_sq = exact_rows_topk(a, a, part, r_hi[part], wide, True, block_bytes, by_index=False)[0][:, -1]
-        exact_r = shard.gather_rows(r_sq, len(sel)) if shard is not None else r_sq
-        inside[rows[sel]] = d_k[sel] <= exact_r
+        inside[rows[sel]] = d_k[sel] <= exact_radius(rows[sel])
     return inside

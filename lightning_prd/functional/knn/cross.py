@@ -273,9 +273,9 @@ def cross_pass(
             real, fake, near_fake, near_real, soft_near, soft_sq_radii, block_bytes, shard
         )
     if cover is not None and near_fake is not None and near_real is not None:
-        k, wide = cover.k, cover.wide
-        res.fake_covered = within_kth(fake, real, near_fake, k, cover.fake_radius, wide, block_bytes, shard)
-        res.real_covered = within_kth(real, fake, near_real, k, cover.real_radius, wide, block_bytes, shard)
+        k = cover.k
+        res.fake_covered = within_kth(fake, real, near_fake, k, cover.fake_radius, cover.fake_exact, block_bytes, shard)
+        res.real_covered = within_kth(real, fake, near_real, k, cover.real_radius, cover.real_exact, block_bytes, shard)
     if realism is not None:
         best, unsafe = realism.finish(shard)
         if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64

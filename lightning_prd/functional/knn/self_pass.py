@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Dict, Iterable, Optional, Tuple
 
 import torch
@@ -44,6 +45,48 @@ from lightning_prd.functional.knn.points import (
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shapes import min_side
 from lightning_prd.functional.knn.shard import Shard
+
+
+@dataclass
+class LooseRadius:
+    """A float64 ``[n, 2]`` interval ``(low, high)`` holding each row's exact squared ``NND_k``,
+    and the self pass's running lists that make it exact for the rows that need it.
+
+    Attributes:
+        k: the radius's ``k``.
+        interval: ``[n, 2]`` float64 bounds of the exact squared ``NND_k``.
+        points: the point set of the pass (without its centred working copy).
+        vals, idx: the pass's running lists (tile values, merged across the group).
+        offset: the screen offset of the lists' tiles, or None for float tiles.
+    """
+
+    k: int
+    interval: Tensor
+    points: PointSet
+    vals: Tensor
+    idx: Tensor
+    offset: Optional[float]
+
+    def exact(
+        self, rows: Tensor, block_bytes: int = tiling.DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
+    ) -> Tensor:
+        """Exact float64 squared ``NND_k`` of ``rows`` (the same on every rank), refined from the
+        lists with the bound of the tiles that made them (:func:`.refine.refine_topk`)."""
+        pts, screen = self.points, self.points.screened
+        restore = screen.offset if screen is not None and self.offset is not None else None
+        if self.offset is None:
+            pts = unscreened(pts, 0)
+        elif restore is not None:  # another pass may have written its own offset since
+            set_offset(self.offset, pts)
+        try:
+            truncated = self.vals.shape[1] < len(pts) - 1
+            refined = refine_topk(
+                pts, pts, self.vals[rows], self.idx[rows], [self.k], True, truncated, block_bytes, False, shard, rows
+            )
+        finally:
+            if restore is not None:
+                set_offset(restore, pts)
+        return refined[self.k][0]
 
 
 def self_knn(
@@ -70,16 +113,16 @@ def self_radii(
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
     kernel: Optional[KernelSum] = None,
-) -> Tuple[Dict[int, Tensor], Dict[int, Tensor]]:
+) -> Tuple[Dict[int, Tensor], Dict[int, LooseRadius]]:
     """:func:`self_knn`'s exact squared ``NND_k`` for ``ks``, and for each ``k`` of ``loose_ks``
-    a float64 ``[n, 2]`` interval ``(low, high)`` holding the exact squared ``NND_k``, from the
-    same pass.
+    a :class:`LooseRadius`: a float64 ``[n, 2]`` interval ``(low, high)`` holding the exact
+    squared ``NND_k``, with the lists to make it exact where needed, from the same pass.
 
     The interval comes from the ``k``-th listed tile value ``v`` of each row:
     ``[low(v), high(v)]`` of its :class:`.bounds.Bound` (increasing in ``v``) holds the exact
     ``k``-th smallest distance, since at most ``k - 1`` other rows have a smaller tile value and
-    the first ``k`` listed have at most ``v``. No float64 work is done for these radii, and their
-    lists need no candidates beyond ``k``.
+    the first ``k`` listed have at most ``v``. No float64 work is done for these radii until
+    :meth:`LooseRadius.exact` asks for some rows.
     """
     ks = sorted(set(int(k) for k in ks))
     loose = sorted(set(int(k) for k in loose_ks) - set(ks))
@@ -93,8 +136,7 @@ def self_radii(
             set_offset(offset, points)
         else:
             points = unscreened(points, block_bytes)
-    # exact radii need candidates beyond k (the rounding margin); an interval only the k-th value
-    t = min(max([k + points.slack for k in ks] + loose), n - 1) if all_ks else 0
+    t = min(all_ks[-1] + points.slack, n - 1) if all_ks else 0
     dev, cdt = points.original.device, points.dtype
     no_sync = sync_free(dev)
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
@@ -137,7 +179,12 @@ def self_radii(
         bnd = bound(points, points, slice(None)).col()
         v = vals[:, [k - 1 for k in loose]].to(torch.float64)
         low, high = bnd.low(v), bnd.high(v)
-        intervals = {k: torch.stack([low[:, i], high[:, i]], 1) for i, k in enumerate(loose)}
+        lean = replace(points, centred=None)  # kept with the lists: not the working copy
+        off = pass_offset(points, points) if points.screened is not None else None
+        intervals = {
+            k: LooseRadius(k, torch.stack([low[:, i], high[:, i]], 1), lean, vals, idx, off)
+            for i, k in enumerate(loose)
+        }
     if not ks:
         return {}, intervals
     refined = refine_topk(
