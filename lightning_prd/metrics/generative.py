@@ -54,7 +54,7 @@ class GenerativeMetrics(FeatureMetric):
         pr_cover: precision and recall cover (Cheema & Urner 2023): True (default), False, or a
             dict overriding ``k=None`` (``ceil((ln N + 6) / C)``), ``C=3``; returns
             ``precision_cover``, ``recall_cover``. Both join the shared pass (together about
-            +9-16% at 10,000 x 2,048, see the Performance docs); with ``True`` a
+            +2-26% at 10,000 x 2,048, see the Performance docs); with ``True`` a
             family is left out when a set is too small for its radii, with a dict that raises.
         per_sample: also return ``realism`` ``[M]`` and ``inside_precision`` ``[M]`` per generated
             sample and ``covered`` ``[N]`` per real sample, in the (gathered) order of ``update``.
