@@ -7,9 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd import GenerativeMetrics
 from lightning_prd.callback import PRDCallback
@@ -18,7 +16,7 @@ from lightning_prd.functional import generative_metrics, top_precision_recall
 from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS
 from lightning_prd.scores import direction
 
-from tiny_modules import quiet_trainer
+from tiny_modules import TinyTrainable, quiet_trainer
 
 KEYS = ("top_precision", "top_recall", "top_f1")
 G = torch.Generator().manual_seed(3)
@@ -93,17 +91,7 @@ def test_cli_top_pr_column(tmp_path, capsys):
     assert "top_precision" not in capsys.readouterr().out
 
 
-class _Gen(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def training_step(self, batch, batch_idx):
-        return (self.w - 1).pow(2).sum() + 0 * batch[0].sum()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
+class _Gen(TinyTrainable):
     def sample(self, n):
         return 1.3 * torch.randn(n, 6)
 
@@ -113,7 +101,7 @@ def test_callback_logs_top_pr(tmp_path):
     trainer = quiet_trainer(tmp_path, [cb])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer.fit(_Gen(), DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4))
+        trainer.fit(_Gen())
     logged = set(trainer.callback_metrics)
     assert {f"prd/{k}" for k in KEYS} <= logged
     assert 0 <= float(trainer.callback_metrics["prd/top_recall"]) <= 1
