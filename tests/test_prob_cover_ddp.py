@@ -25,19 +25,14 @@ def _rank_fn(rank, world):
     m.update(REAL[slice(*cut_r)], real=True)
     m.update(FAKE[slice(*cut_f)], real=False)
     metric = {k: v.clone() for k, v in m.compute().items() if k in KEYS}
-    # the engine's sharded pass directly, per sample
-    shard = Shard(rank, world)
-    res = knn_pass(REAL, FAKE, cover=(2, 6), soft=(3, 1.3, False), block_bytes=BLOCK, shard=shard)
-    c = res.cross
+    return metric, _per_sample(Shard(rank, world))  # the engine's sharded pass directly
+
+
+def _per_sample(shard=None):
+    """Per-sample soft probabilities (both variants) and PR-cover decisions of the engine's pass."""
+    c = knn_pass(REAL, FAKE, cover=(2, 6), soft=(3, 1.3, False), block_bytes=BLOCK, shard=shard).cross
     near = knn_pass(REAL, FAKE, soft=(3, 1.5, True), block_bytes=BLOCK, shard=shard).cross
-    return metric, (
-        c.fake_soft,
-        c.real_soft,
-        c.fake_covered,
-        c.real_covered,
-        near.fake_soft,
-        near.real_soft,
-    )
+    return c.fake_soft, c.real_soft, c.fake_covered, c.real_covered, near.fake_soft, near.real_soft
 
 
 @pytest.fixture(scope="module", params=["1", "0"], ids=["bf16-screen", "float32-tiles"])
@@ -54,17 +49,7 @@ def test_sharded_equals_single_process(ddp_results, monkeypatch):
     single.update(REAL, real=True)
     single.update(FAKE, real=False)
     want = single.compute()
-    res = knn_pass(REAL, FAKE, cover=(2, 6), soft=(3, 1.3, False), block_bytes=BLOCK)
-    c = res.cross
-    near = knn_pass(REAL, FAKE, soft=(3, 1.5, True), block_bytes=BLOCK).cross
-    want_samples = (
-        c.fake_soft,
-        c.real_soft,
-        c.fake_covered,
-        c.real_covered,
-        near.fake_soft,
-        near.real_soft,
-    )
+    want_samples = _per_sample()
     for metric, samples in results:
         for key in KEYS:
             assert torch.equal(metric[key], want[key]), key
