@@ -15,7 +15,7 @@ from lightning_prd.cli import main
 from lightning_prd.functional import cmmd
 from lightning_prd.scores import direction
 
-from tiny_modules import TinyTrainable, quiet_trainer
+from tiny_modules import GaussianSampler, quiet_trainer
 
 NO_EXTRAS = ["--no-prd", "--no-alpha-beta", "-q"]
 
@@ -63,9 +63,8 @@ def test_compare_cmmd_column_lower_is_better(files, capsys):
     assert cells["(best)"] == ("fake0" if values[0] < values[1] else "fake1")
 
 
-class Sampler(TinyTrainable):
-    def sample(self, n):
-        return torch.randn(n, 3) * 1.2 + 0.1
+class Sampler(GaussianSampler):
+    dim, scale, shift = 3, 1.2, 0.1
 
 
 def test_callback_logs_cmmd(tmp_path):

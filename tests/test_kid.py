@@ -15,7 +15,7 @@ from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, kernel_inception_distance
 from lightning_prd.functional.kid import _subset_indices, poly_mmd2
 
-from tiny_modules import TinyTrainable, quiet_trainer
+from tiny_modules import GaussianSampler, quiet_trainer
 
 G = torch.Generator().manual_seed(11)
 REAL = torch.randn(130, 6, generator=G, dtype=torch.float64)
@@ -206,18 +206,13 @@ def test_cli_kid_column_and_json(tmp_path, capsys):
     assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("kid")]  # off by default
 
 
-class Sampler(TinyTrainable):
-    def sample(self, n):
-        return torch.randn(n, 2)
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec.*")
 def test_callback_logs_kid(tmp_path):
 
     real = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
     cb = PRDCallback(real, num_samples=48, metric=dict(kid=dict(subsets=4, subset_size=32), prd=False))
     trainer = quiet_trainer(tmp_path, [cb])
-    trainer.fit(Sampler())
+    trainer.fit(GaussianSampler())
     assert {"prd/kid", "prd/kid_std"} <= set(trainer.callback_metrics)
     assert float(trainer.callback_metrics["prd/kid"]) == pytest.approx(cb.history[-1]["kid"])
 

@@ -12,7 +12,7 @@ from lightning_prd import functional as F
 from lightning_prd.cli import main
 from lightning_prd.scores import direction_label
 
-from tiny_modules import TinyTrainable, quiet_trainer
+from tiny_modules import GaussianSampler, quiet_trainer
 
 NEW_KEYS = ("p_precision", "p_recall", "precision_cover", "recall_cover")
 REAL = torch.randn(120, 3, generator=torch.Generator().manual_seed(0))
@@ -55,9 +55,8 @@ def test_metric_class_options_and_errors():
         GenerativeMetrics(pr_cover="yes")
 
 
-class _Gen(TinyTrainable):
-    def sample(self, n):
-        return 1.2 * torch.randn(n, 3)
+class _Gen(GaussianSampler):
+    dim, scale = 3, 1.2
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

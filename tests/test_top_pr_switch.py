@@ -16,7 +16,7 @@ from lightning_prd.functional import generative_metrics, top_precision_recall
 from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS
 from lightning_prd.scores import direction
 
-from tiny_modules import TinyTrainable, quiet_trainer
+from tiny_modules import GaussianSampler, quiet_trainer
 
 KEYS = ("top_precision", "top_recall", "top_f1")
 G = torch.Generator().manual_seed(3)
@@ -91,9 +91,8 @@ def test_cli_top_pr_column(tmp_path, capsys):
     assert "top_precision" not in capsys.readouterr().out
 
 
-class _Gen(TinyTrainable):
-    def sample(self, n):
-        return 1.3 * torch.randn(n, 6)
+class _Gen(GaussianSampler):
+    dim, scale = 6, 1.3
 
 
 def test_callback_logs_top_pr(tmp_path):

@@ -14,7 +14,7 @@ from lightning_prd import GenerativeMetrics, PRDCallback
 from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, vendi_score
 
-from tiny_modules import TinyTrainable, quiet_trainer
+from tiny_modules import GaussianSampler, quiet_trainer
 
 ORDERS = [0.5, 1, 2, math.inf]
 
@@ -201,18 +201,13 @@ def test_cli_vendi_columns(tmp_path, capsys):
     assert header[-2:] == ["vendi", "vendi_real"]
 
 
-class Sampler(TinyTrainable):
-    def sample(self, n):
-        return torch.randn(n, 2)
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec.*")
 def test_callback_logs_vendi(tmp_path):
 
     real = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
     cb = PRDCallback(real, num_samples=48, metric=dict(vendi=True, prd=False))
     trainer = quiet_trainer(tmp_path, [cb], max_epochs=2)
-    trainer.fit(Sampler())
+    trainer.fit(GaussianSampler())
     assert {"prd/vendi", "prd/vendi_real"} <= set(trainer.callback_metrics)
     assert float(trainer.callback_metrics["prd/vendi_real"]) == pytest.approx(float(vendi_score(real)), rel=1e-6)
     assert [h["vendi_real"] for h in cb.history] == [cb.history[0]["vendi_real"]] * 2

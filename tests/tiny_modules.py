@@ -24,6 +24,16 @@ class TinyTrainable(pl.LightningModule):
         return DataLoader(TensorDataset(torch.zeros(self.train_rows, 2)), batch_size=self.train_batch)
 
 
+class GaussianSampler(TinyTrainable):
+    """``sample(n)``: ``scale * N(0, I) + shift`` in ``dim`` dimensions (class attributes), from
+    the global generator (the callback seeds it)."""
+
+    dim, scale, shift = 2, 1.0, 0.0
+
+    def sample(self, n):
+        return self.scale * torch.randn(n, self.dim) + self.shift
+
+
 def quiet_trainer(tmp_path, callbacks, max_epochs=1, **kwargs):
     """A Trainer without logger, checkpoints, progress bar or model summary, writing under ``tmp_path``."""
     options = dict(
