@@ -168,11 +168,6 @@ class Members:
             return self.mask.sum(0)
         return torch.bincount(self.cols, minlength=self.shape[1])
 
-    def count_per_row(self) -> Tensor:
-        if self.mask is not None:
-            return self.mask.sum(1)
-        return torch.bincount(self.rows, minlength=self.shape[0])
-
     def min_per_row(self, col_values: Tensor) -> Tensor:
         """Minimum of ``col_values`` over each row's member columns (``inf`` when none)."""
         if self.mask is not None:
