@@ -177,7 +177,7 @@ def cross_pass(
         realism = RealismLists(real, fake, torch.where(keep, r_sq, -1.0))
     if nearest not in (False, True, "fake"):
         raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
-    # the balls of each tile: (k, open) for membership, (k, closed) for per-ball minima and counts
+    # the balls of each tile: (k, strict) for membership and counts, (k, closed) for per-ball minima
     kinds = {(k, strict) for k in member_ks} | {(k, False) for k in value_ks}
     # one running nearest list per direction serves every k-th neighbour wanted across the sets
     cover_k = cover.k if cover is not None else 0
