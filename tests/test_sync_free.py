@@ -11,9 +11,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lightning_prd.functional.knn import cross, lists, self_pass
+from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.knn import cross, deferred, lists, self_pass, tiling
 from lightning_prd.functional.knn.points import prepare
 from lightning_prd.functional.knn.self_pass import self_radii
+from lightning_prd.functional.knn.shard import Shard
 
 SYNCING = {"nonzero", "_local_scalar_dense", "is_nonzero", "masked_select", "bincount", "repeat_interleave"}
 
@@ -72,8 +74,6 @@ def test_default_cpu_path_does_sync_per_tile():
 def test_cross_nearest_lists_sync_free_equal(monkeypatch):
     """The cross pass's running nearest lists (authenticity, PR-cover) on the sync-free path
     give the same exact nearest neighbours."""
-    from lightning_prd.functional._engine import knn_pass
-
     g = torch.Generator().manual_seed(1)
     real, fake = torch.randn(300, 16, generator=g), 1.2 * torch.randn(250, 16, generator=g)
     want = knn_pass(real, fake, nearest=True, cover=(2, 6), block_bytes=1 << 14).cross
@@ -88,6 +88,162 @@ def test_cross_nearest_lists_sync_free_equal(monkeypatch):
         "real_covered",
     ):
         assert torch.equal(getattr(got, name), getattr(want, name)), name
+
+
+def _tied_sets(seed=0):
+    """Integer features (many pairs exactly on a ball's edge), near-copies and exact copies:
+    every question of the cross pass has ambiguous pairs."""
+    g = torch.Generator().manual_seed(seed)
+    real = torch.randint(0, 3, (300, 6), generator=g).float()
+    fake = torch.randint(0, 3, (250, 6), generator=g).float()
+    fake[:40] = real[:40] + 1e-4 * torch.randn(40, 6, generator=g)
+    fake[40:60] = real[60:80]
+    return real, fake
+
+
+FAKE_VALUES = torch.rand(250, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+
+def _cross(block_bytes, ball="closed", shard=None, sets=None):
+    """Every reduction of the cross pass at once."""
+    real, fake = sets if sets is not None else _tied_sets()
+    return knn_pass(
+        real,
+        fake,
+        member_ks=[3, 5],
+        recall_ks=[3, 5],
+        realism_k=3,
+        nearest=True,
+        fake_values=FAKE_VALUES[: len(fake)],
+        value_ks=[3, 4],
+        cover=(2, 6),
+        soft=(4, 1.2, False),
+        block_bytes=block_bytes,
+        ball=ball,
+        shard=shard,
+    ).cross
+
+
+def _fields(res):
+    """A cross result as a plain dict (it crosses process boundaries)."""
+    return {name: getattr(res, name) for name in res.__dataclass_fields__}
+
+
+def _assert_same(got, want):
+    got, want = (_fields(r) if not isinstance(r, dict) else r for r in (got, want))
+    for name in got:
+        a, b = got[name], want[name]
+        if isinstance(a, dict):
+            assert a.keys() == b.keys(), name
+            for k in a:
+                assert torch.equal(a[k], b[k]), (name, k)
+        elif a is None:
+            assert b is None, name
+        else:
+            assert torch.equal(a, b), name
+
+
+def _loop_syncs(monkeypatch):
+    """Count the synchronising operators while the cross pass's tile loop runs (between its
+    first tile and the end of the tiles), summed over the calls."""
+    counter = SyncCounter()
+    counts = []
+    real_tiles = tiling.tiles
+
+    def counted(*args, **kwargs):
+        with counter:
+            yield from real_tiles(*args, **kwargs)
+        counts.append(counter.count)
+        counter.count = 0
+
+    monkeypatch.setattr(cross.tiling, "tiles", counted)
+    return counts
+
+
+@pytest.mark.parametrize("ball", ["closed", "open"])
+def test_cross_pass_loop_takes_no_sync(monkeypatch, ball):
+    """Precision, recall, density, coverage, beta-recall's minima, realism, nearest lists,
+    PR-cover and soft products: no synchronising operator in the tile loop, however many
+    tiles, and the results of the listing path (the CPU's) exactly."""
+    want = _cross(1 << 14, ball)
+    monkeypatch.setattr(cross, "sync_free", lambda device: True)
+    monkeypatch.setattr(self_pass, "sync_free", lambda device: True)
+    flags = []
+    settle = deferred.DeferredDecisions.settle
+
+    def spy(self, real, fake):
+        flags.append(self.log.flags[: int(self.log.count)].clone())
+        return settle(self, real, fake)
+
+    monkeypatch.setattr(deferred.DeferredDecisions, "settle", spy)
+    counts = _loop_syncs(monkeypatch)
+    for block_bytes in (1 << 20, 1 << 14):
+        _assert_same(_cross(block_bytes, ball), want)
+    assert counts == [0, 0]
+    # every question had ambiguous pairs: 3 ball kinds, 2 recall ks, realism's near pairs, copies
+    for logged in flags:
+        assert logged.numel() > 0
+        for bit in range(7):
+            assert bool(((logged >> bit) & 1).any()), bit
+
+
+def test_cross_listing_path_does_sync_in_the_loop(monkeypatch):
+    """The check can fail: the listing path lists each tile's pairs with ``nonzero``."""
+    counts = _loop_syncs(monkeypatch)
+    _cross(1 << 14)
+    assert counts[0] > 0
+
+
+def test_overflowing_log_runs_the_listing_path(monkeypatch):
+    want = _cross(1 << 14)
+    monkeypatch.setattr(cross, "sync_free", lambda device: True)
+    monkeypatch.setattr(deferred, "capacity", lambda n, m: 16)
+    calls = []
+    real_pass = cross.cross_pass
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("deferred"))
+        return real_pass(*args, **kwargs)
+
+    monkeypatch.setattr(cross, "cross_pass", spy)
+    _assert_same(_cross(1 << 14), want)
+    assert calls == [False]  # the rerun on the listing path
+
+
+def _sharded_rank(rank, world):
+    # rank 0's log overflows, rank 1's does not: both must run the listing path again
+    cross.sync_free = lambda device: True
+    self_pass.sync_free = lambda device: True
+    if rank == 0:
+        deferred.capacity = lambda n, m: 16
+    reruns, first = [], cross.cross_pass
+
+    def spy(*args, **kwargs):
+        reruns.append(kwargs.get("deferred"))
+        return first(*args, **kwargs)
+
+    cross.cross_pass = spy
+    tied = _fields(_cross(1 << 14, shard=Shard(rank, world)))
+    tied_reruns = list(reruns)
+    gaussian = _fields(_cross(1 << 14, shard=Shard(rank, world), sets=_gaussian_sets()))
+    return (tied, gaussian), (tied_reruns, reruns[len(tied_reruns) :])
+
+
+def _gaussian_sets():
+    g = torch.Generator().manual_seed(5)
+    return torch.randn(200, 8, generator=g), 1.1 * torch.randn(180, 8, generator=g) + 0.1
+
+
+def test_sharded_deferred_pass_equals_one_process():
+    """2 gloo ranks on the deferred path, one with an overflowing log, equal one listing process."""
+    from ddp_utils import run_ddp
+
+    want = (_cross(1 << 14), _cross(1 << 14, sets=_gaussian_sets()))
+    for got, (tied_reruns, gaussian_reruns) in run_ddp(_sharded_rank):
+        for g, w in zip(got, want):
+            _assert_same(g, w)
+        assert tied_reruns == [False]  # both ranks ran the listing path again
+        assert gaussian_reruns == []  # no log overflowed: the deferred results stand
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

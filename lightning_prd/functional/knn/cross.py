@@ -34,6 +34,7 @@ from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
 from lightning_prd.functional.knn.cover import Cover, within_kth
+from lightning_prd.functional.knn.deferred import DeferredDecisions
 from lightning_prd.functional.knn.exact import exact_pairs, lowest_identical
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.lists import RunningNearest, sync_free
@@ -116,6 +117,7 @@ def cross_pass(
     shard: Optional[Shard] = None,
     strict: bool = False,
     kernel: Optional[KernelSum] = None,
+    deferred: Optional[bool] = None,
 ) -> CrossResult:
     """One pass over the real x fake tiles, reduced in both directions.
 
@@ -137,9 +139,13 @@ def cross_pass(
         strict: open balls (``d < r``) for ``member_ks`` and ``recall_ks``; closed (``d <= r``)
             otherwise. The balls of ``value_ks`` are closed either way.
         kernel: a Gaussian kernel sum every real x fake pair is added to.
+        deferred: decide the ambiguous pairs after the loop (:mod:`.deferred`); None: on CUDA
+            (no host synchronisation per tile), False: listed per tile.
     """
-    # one set too small to be screened, or kernel values wanted (float tiles)
-    if (real.screened is None) != (fake.screened is None) or kernel is not None:
+    args = dict(locals())  # to run the pass again on the listing path (an overflowing log)
+    no_sync = sync_free(real.original.device) if deferred is None else deferred
+    # one set too small to be screened, kernel values wanted (float tiles), or the CUDA path
+    if (real.screened is None) != (fake.screened is None) or kernel is not None or no_sync:
         real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
     screened = real.screened is not None
     if screened:  # the scale of the decisions: the real balls' radii, or the nearest distances
@@ -185,7 +191,12 @@ def cross_pass(
     t_real = max(1 if nearest is True else 0, cover_k, soft_near or 0)  # fakes near each real
     near_fake = RunningNearest(m, min(t_fake + real.slack, n), cdt, dev) if t_fake else None
     near_real = RunningNearest(n, min(t_real + real.slack, m), cdt, dev) if t_real else None
-    no_sync = sync_free(dev)
+    defer = None
+    if no_sync:
+        defer = DeferredDecisions(
+            res, sorted(kinds), set(member_ks), set(value_ks), recall_ks, strict, real_sq_radii, fake_sq_radii,
+            fake_values, realism, soft, n, m, dev,
+        )  # fmt: skip
 
     # once more than half of this process's screened tiles were recomputed, the later tiles
     # come from the float rows directly (same layout: the values do not depend on it)
@@ -195,63 +206,67 @@ def cross_pass(
         plain_tile = switch.sets is not None
         rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
 
-        def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
-            return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
+        if defer is not None:  # the CUDA path: no host synchronisation in the loop
+            defer.update(rs, cs, sq, bound(real, fake, rs, cs), bound(fake, real, cs, rs), i0, j0)
+        else:
 
-        def decide(
-            sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
-        ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor]]:
-            # margins use the tile's largest norm on the other side: a conservative bound
-            row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
-            # largest k first (closed before open at one k): a smaller ball of the same centre
-            # lies inside, so its pairs are among those listed
-            balls: Dict[Tuple[int, bool], Members] = {}
-            wider: Optional[Members] = None
-            for k, open_ in sorted(kinds, key=lambda kind: (-kind[0], kind[1])):
-                balls[k, open_] = wider = Members(
-                    sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit, strict=open_
-                )
-            inside = {
-                k: rows_inside(
-                    sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit, strict=strict
-                )
-                for k in recall_ks
-            }
-            return balls, inside
+            def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
+                return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
 
-        used = (plain_real, plain_fake) if plain_tile else (real, fake)
-        seen += not plain_tile
-        try:
-            limit = sq.numel() * AMBIGUOUS_SHARE if screened and not plain_tile else None
-            balls, inside = decide(sq, *used, limit)
-        except Ambiguous:
-            recomputed += 1
-            if 2 * recomputed > seen:
-                switch.sets = (plain_real, plain_fake)
-            sq = tiling.sq_tile(
-                (sq.reshape(-1), None),
-                plain_real.left(rs),
-                plain_real.sq_norms[rs, None],
-                plain_fake.right(cs),
-                plain_fake.sq_norms[cs],
-            )
-            balls, inside = decide(sq, plain_real, plain_fake, None)
-            used = (plain_real, plain_fake)
-        for (k, open_), members in balls.items():
-            if k in res.fake_in_real and open_ == strict:
-                res.fake_in_real[k][cs] |= members.any_per_col()
-                res.fake_ball_count[k][cs] += members.count_per_col()
-                res.real_ball_hit[k][rs] |= members.any_per_row()
-            if k in res.real_ball_min_value and not open_:
-                best = res.real_ball_min_value[k]
-                values = fake_values if fake_values is not None else best.new_zeros(0)
-                best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
-        if soft is not None:
-            soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
-        for k, rows_in in inside.items():
-            res.real_in_fake[k][rs] |= rows_in
-        if realism is not None:  # (the screen's bound holds for recomputed tiles too)
-            realism.update(rs, cs, sq, i0, exact_fn)
+            def decide(
+                sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
+            ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor]]:
+                # margins use the tile's largest norm on the other side: a conservative bound
+                row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
+                # largest k first (closed before open at one k): a smaller ball of the same centre
+                # lies inside, so its pairs are among those listed
+                balls: Dict[Tuple[int, bool], Members] = {}
+                wider: Optional[Members] = None
+                for k, open_ in sorted(kinds, key=lambda kind: (-kind[0], kind[1])):
+                    balls[k, open_] = wider = Members(
+                        sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit, strict=open_
+                    )
+                inside = {
+                    k: rows_inside(
+                        sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit, strict=strict
+                    )
+                    for k in recall_ks
+                }
+                return balls, inside
+
+            used = (plain_real, plain_fake) if plain_tile else (real, fake)
+            seen += not plain_tile
+            try:
+                limit = sq.numel() * AMBIGUOUS_SHARE if screened and not plain_tile else None
+                balls, inside = decide(sq, *used, limit)
+            except Ambiguous:
+                recomputed += 1
+                if 2 * recomputed > seen:
+                    switch.sets = (plain_real, plain_fake)
+                sq = tiling.sq_tile(
+                    (sq.reshape(-1), None),
+                    plain_real.left(rs),
+                    plain_real.sq_norms[rs, None],
+                    plain_fake.right(cs),
+                    plain_fake.sq_norms[cs],
+                )
+                balls, inside = decide(sq, plain_real, plain_fake, None)
+                used = (plain_real, plain_fake)
+            for (k, open_), members in balls.items():
+                if k in res.fake_in_real and open_ == strict:
+                    res.fake_in_real[k][cs] |= members.any_per_col()
+                    res.fake_ball_count[k][cs] += members.count_per_col()
+                    res.real_ball_hit[k][rs] |= members.any_per_row()
+                if k in res.real_ball_min_value and not open_:
+                    best = res.real_ball_min_value[k]
+                    values = fake_values if fake_values is not None else best.new_zeros(0)
+                    best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
+            if soft is not None:
+                soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
+            for k, rows_in in inside.items():
+                res.real_in_fake[k][rs] |= rows_in
+            if realism is not None:  # (the screen's bound holds for recomputed tiles too)
+                realism.update(rs, cs, sq, i0, exact_fn)
         if near_fake is not None:
             near_fake.update(cs, sq, 0, i0, no_sync)
         if near_real is not None:
@@ -259,6 +274,12 @@ def cross_pass(
         if kernel is not None:  # last: it overwrites the tile
             kernel.add(sq)
 
+    if defer is not None:  # the ambiguous pairs, in float64; an overflowing log on any rank: listed
+        settled = defer.settle(real, fake)
+        if shard is not None:
+            settled = not bool(shard.any(torch.tensor([not settled], device=dev)))
+        if not settled:
+            return cross_pass(**{**args, "deferred": False})
     if kernel is not None:
         kernel.reduce(shard)
     if shard is not None:

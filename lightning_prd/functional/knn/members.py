@@ -52,7 +52,7 @@ def thresholds(thr: Tensor, bound: Bound, dtype: torch.dtype) -> Tuple[Tensor, T
     return (bound.sure_below(thr) - widen).to(dtype), (bound.maybe_below(thr) + widen).to(dtype)
 
 
-def _inside(values: Tensor, thr: Tensor, strict: bool) -> Tensor:
+def inside_ball(values: Tensor, thr: Tensor, strict: bool) -> Tensor:
     """``values < thr`` (open balls) or ``values <= thr`` (closed balls)."""
     return values < thr if strict else values <= thr
 
@@ -75,7 +75,7 @@ def rows_inside(
     ``strict``: open balls (``d^2 < r^2``).
     """
     lo, hi = thresholds(thr, bound, sq.dtype)
-    done = decided | _inside(sq, lo[None, :], strict).any(1)
+    done = decided | inside_ball(sq, lo[None, :], strict).any(1)
     open_rows = (~done).nonzero(as_tuple=True)[0]
     if open_rows.numel() == 0:
         return done
@@ -88,7 +88,7 @@ def rows_inside(
         r = open_rows[r]
     if r.numel():
         _check(r.numel(), limit)
-        inside = _inside(exact_fn(r, c), thr[c], strict)
+        inside = inside_ball(exact_fn(r, c), thr[c], strict)
         done = done.index_fill(0, r[inside], True)
     return done
 
@@ -132,23 +132,23 @@ class Members:
             r, c = maybe.nonzero(as_tuple=True)
             self._sparse(r, c, sq[r, c], thr, lo, exact_fn)
         else:
-            sure = _inside(sq, lo[:, None], strict)
+            sure = inside_ball(sq, lo[:, None], strict)
             amb = maybe & ~sure
             if bool(amb.any()):
                 r, c = amb.nonzero(as_tuple=True)
                 _check(r.numel(), self.limit)
-                sure[r, c] = _inside(exact_fn(r, c), thr[r], strict)
+                sure[r, c] = inside_ball(exact_fn(r, c), thr[r], strict)
             self.mask = sure
 
     def _sparse(self, r: Tensor, c: Tensor, v: Tensor, thr: Tensor, lo: Tensor, exact_fn: Callable) -> None:
         """Members from the listed pairs below the upper bound (values ``v``): sure below ``lo``,
         the rest decided in float64."""
         self.maybe = (r, c, v)
-        keep = _inside(v, lo[r], self.strict)
+        keep = inside_ball(v, lo[r], self.strict)
         amb = (~keep).nonzero(as_tuple=True)[0]
         if amb.numel():
             _check(amb.numel(), self.limit)
-            keep[amb] = _inside(exact_fn(r[amb], c[amb]), thr[r[amb]], self.strict)
+            keep[amb] = inside_ball(exact_fn(r[amb], c[amb]), thr[r[amb]], self.strict)
         self.rows, self.cols, self.mask = r[keep], c[keep], None
 
     def any_per_col(self) -> Tensor:

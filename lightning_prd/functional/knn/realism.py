@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.exact import exact_pairs
-from lightning_prd.functional.knn.lists import RunningNearest, merge_topk, padded, sync_free
+from lightning_prd.functional.knn.lists import RunningNearest, merge_topk, padded
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import tiles
@@ -47,7 +47,8 @@ class RealismLists:
     at least ``F`` times the last listed approximate one; samples where that fails are
     recomputed by the caller in float64 over every kept real sample (:func:`exact_realism`).
     Per tile, while a list is not full: every ratio (one division) merged into the lists (on
-    CUDA always, by a ``topk`` of the tile, which needs no host synchronisation). Once full, a
+    CUDA always, by a ``topk`` of the tile, which needs no host synchronisation:
+    :meth:`update_deferred`, whose near pairs :mod:`.deferred` decides after the loop). Once full, a
     pair can only enter if ``num / v`` beats its list's floor ``f``, so ``v < max(num) / f``:
     one comparison of the tile with that per-column threshold (widened to the near-pair
     threshold) finds a superset of the entering and near pairs; only those are divided, and
@@ -83,10 +84,23 @@ class RealismLists:
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
         """Merge a tile (real rows ``rs`` x generated columns ``cs``) into the lists."""
         thr = self.listed.vals[cs, -1]  # per generated sample: the t-th largest ratio, negated
-        if sync_free(sq.device) or bool(torch.isinf(thr).any()):  # lists not yet full (first tiles), or CUDA
+        if bool(torch.isinf(thr).any()):  # lists not yet full (first tiles)
             self._update_full(rs, cs, sq, i0, exact_fn)
         else:
             self._update_below_floor(rs, cs, sq, i0, exact_fn, thr)
+
+    def update_deferred(self, rs: slice, cs: slice, sq: Tensor, i0: int) -> Tensor:
+        """Merge every ratio of a tile into the lists without a host synchronisation (CUDA);
+        returns the mask of its near pairs, to be decided later by :meth:`add_near`."""
+        neg_ratio = torch.div(self.neg_num[rs, None], sq, out=self._buffer(sq.numel(), sq.dtype).view(sq.shape))
+        near = sq <= self.s0_kept[rs, None]
+        neg_ratio.masked_fill_(near, math.inf)  # decided exactly: never listed
+        self.listed.update(cs, neg_ratio, 0, i0, sync_free=True)
+        return near
+
+    def add_near(self, rows: Tensor, cols: Tensor, dist: Tensor) -> None:
+        """Near pairs (real ``rows``, generated ``cols``, exact squared distances), decided exactly."""
+        self.near_best.scatter_reduce_(0, cols, exact_ratio(self.num[rows], dist), reduce="amax")
 
     def _update_below_floor(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable, thr: Tensor) -> None:
         """Full lists: only the pairs that may beat a list's floor, or be near pairs, are taken.
@@ -133,22 +147,19 @@ class RealismLists:
         return buf[:numel]
 
     def _update_full(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
-        """Every ratio of the tile: while lists are not full, and on CUDA (no host
-        synchronisation beyond one ``nonzero`` per tile)."""
+        """Every ratio of the tile: while lists are not full."""
         neg_ratio = torch.div(self.neg_num[rs, None], sq, out=self._buffer(sq.numel(), sq.dtype).view(sq.shape))
         s0 = self.s0_kept[rs]
-        if sync_free(sq.device):
-            r0, c0 = (sq <= s0[:, None]).nonzero(as_tuple=True)
-        else:  # rows with a near pair first: one reduction instead of a tile-size mask
-            near = (sq.amin(1) <= s0).nonzero(as_tuple=True)[0]
-            r0, c0 = (sq[near] <= s0[near, None]).nonzero(as_tuple=True) if near.numel() else (near, near)
-            r0 = near[r0]
+        # rows with a near pair first: one reduction instead of a tile-size mask
+        near = (sq.amin(1) <= s0).nonzero(as_tuple=True)[0]
+        r0, c0 = (sq[near] <= s0[near, None]).nonzero(as_tuple=True) if near.numel() else (near, near)
+        r0 = near[r0]
         if r0.numel():
             ratio = exact_ratio(self.num[rs][r0], exact_fn(r0, c0))
             best = self.near_best[cs]
             best.scatter_reduce_(0, c0, ratio, reduce="amax")
             neg_ratio[r0, c0] = math.inf  # decided exactly: never listed
-        self.listed.update(cs, neg_ratio, 0, i0, sync_free=sync_free(sq.device))
+        self.listed.update(cs, neg_ratio, 0, i0)
 
     def finish(self, shard: Optional[Shard]) -> Tuple[Tensor, Tensor]:
         """Exact ratio maxima (float64) and the indices of the unsafe generated samples."""

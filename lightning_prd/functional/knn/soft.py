@@ -108,25 +108,30 @@ class SoftProducts:
         self.cols = [zeros(m, torch.float64), zeros(m, torch.bool), zeros(m, torch.bool)]
         self.rows = [zeros(n, torch.float64), zeros(n, torch.bool), zeros(n, torch.bool)]
 
-    def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable]) -> None:
-        """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``."""
+    def update(
+        self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, exact_fn: Optional[Callable], sync_free: bool = False
+    ) -> None:
+        """Add the tile ``sq`` (reals ``rs`` x fakes ``cs``) whose rows' rounding is ``row_bound``.
+
+        ``sync_free`` (CUDA): no host synchronisation; every tile is added (no saturation
+        shortcut) and the possible copies are left to the caller (:meth:`copy_limit`,
+        :meth:`add_copies`)."""
         # a direction is open while some query's bound is above SATURATED (or at R = 0: copies only)
         open_ = [
-            thr <= 0 or bool((acc[0][sl] > SATURATED).any())
+            sync_free or thr <= 0 or bool((acc[0][sl] > SATURATED).any())
             for acc, sl, thr in ((self.cols, cs, self.thr[0]), (self.rows, rs, self.thr[1]))
         ]
         if not any(open_):  # every query of the tile is settled at p = 1
             return
         dt, rb = sq.dtype, row_bound
         f64, eps = torch.float64, torch.finfo(sq.dtype).eps
-        maybe_zero = _widen(rb.maybe_below(torch.zeros((), dtype=f64)), 0.0, dt)  # per row: d may be 0 below
         row_min = sq.amin(1)
-        if bool((row_min <= maybe_zero).any()):  # may be a copy: settle in float64 (few pairs but for copies)
-            r, c = (sq <= maybe_zero[:, None]).nonzero(as_tuple=True)
-            d2 = exact_fn(r, c) if exact_fn is not None else sq[r, c].to(f64)
-            copy = d2 == 0
-            self.rows[2][rs].index_fill_(0, r[copy], True)
-            self.cols[2][cs].index_fill_(0, c[copy], True)
+        if not sync_free:
+            maybe_zero = self.copy_limit(rb, dt)
+            if bool((row_min <= maybe_zero).any()):  # may be a copy: settle in float64 (few pairs but for copies)
+                r, c = (sq <= maybe_zero[:, None]).nonzero(as_tuple=True)
+                d2 = exact_fn(r, c) if exact_fn is not None else sq[r, c].to(f64)
+                self.add_copies(r + rs.start, c + cs.start, d2)
         for acc, sl, thr, dim in ((self.cols, cs, self.thr[0], 0), (self.rows, rs, self.thr[1], 1)):
             if thr <= 0 or not open_[dim == 1]:  # R = 0: only copies (p = 1, the limit of max(0, 1 - d / R))
                 continue
@@ -143,6 +148,16 @@ class SoftProducts:
             total, sum_err = _block_sum(y, dim)
             # float rounding: each term below 1 within 4 eps (products, sums, the dtype of alpha, beta)
             acc[0][sl] += 0.5 * (total - n_other + 4 * eps * n_other + sum_err)
+
+    def copy_limit(self, row_bound: Bound, dtype: torch.dtype) -> Tensor:
+        """Per row, the tile value at or below which a pair may be at distance 0 (a copy)."""
+        return _widen(row_bound.maybe_below(torch.zeros((), dtype=torch.float64)), 0.0, dtype)
+
+    def add_copies(self, rows: Tensor, cols: Tensor, dist: Tensor) -> None:
+        """Pairs that may be copies (real ``rows``, fake ``cols``, exact squared distances)."""
+        copy = dist == 0
+        self.rows[2].index_fill_(0, rows[copy], True)
+        self.cols[2].index_fill_(0, cols[copy], True)
 
     def finish(self, real: Tensor, fake: Tensor, shard: Optional[Shard] = None) -> Tuple[Tensor, Tensor]:
         """Probabilities per fake (P-precision's terms) and per real (P-recall's), float64;

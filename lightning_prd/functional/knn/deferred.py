@@ -1,0 +1,200 @@
+"""Deferred float64 decisions: the cross pass on CUDA, with no host synchronisation per tile.
+
+Stage: used by the cross pass (may call :mod:`.members`, :mod:`.exact`, :mod:`.points`,
+:mod:`.realism`, :mod:`.soft`). On the CPU a tile's ambiguous pairs (tile value within the
+rounding margin of a threshold, :mod:`.bounds`) are listed with ``nonzero`` and decided in
+float64 at once; on CUDA each such listing makes the host wait for the tile. Here a tile is
+reduced densely from its *sure* pairs (value beyond the margin: ``any`` / ``sum`` / ``amin``
+over a mask, no data-dependent size), and its ambiguous pairs go to a device-side log
+(:class:`PairLog`) with one bit per question they are ambiguous for: ball membership per
+``(k, open)`` (precision, density, coverage, beta-recall's minima), recall per ``k``,
+realism's near pairs, soft-ball copies. After the loop the log is read once (one
+synchronisation), each logged pair's float64 distance is computed once, and every question
+adds the pairs it finds inside (:meth:`DeferredDecisions.settle`): the same decisions as the
+listing path, so the same results.
+
+The log holds :func:`capacity` pairs. Degenerate data (many copies or exact ties, where most
+pairs sit on a ball's edge) can overflow it; :meth:`DeferredDecisions.settle` then reports it
+and the caller runs the pass again on the listing path.
+
+Example:
+    >>> import torch
+    >>> log = PairLog(8, torch.device("cpu"))
+    >>> log.add(torch.tensor([[0, 1], [4, 0]], dtype=torch.int32), 10, 20)
+    >>> [t.tolist() for t in log.pairs()]
+    [[10, 11], [21, 20], [1, 4]]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import torch
+from torch import Tensor
+
+from lightning_prd.functional.knn.bounds import Bound
+from lightning_prd.functional.knn.exact import exact_pairs
+from lightning_prd.functional.knn.members import inside_ball, thresholds
+from lightning_prd.functional.knn.points import PointSet
+from lightning_prd.functional.knn.realism import RealismLists
+from lightning_prd.functional.knn.soft import SoftProducts
+
+
+def capacity(n: int, m: int) -> int:
+    """Pairs the log of an ``n x m`` pass holds: 32 per sample, at least 65,536 (16 bytes a
+    pair: 51 MB at 50,000 x 50,000), never more than the pairs there are."""
+    return min(n * m, max(1 << 16, 32 * (n + m)))
+
+
+class PairLog:
+    """Pairs of a tile loop with nonzero flags, appended on the device without reading a size.
+
+    Each tile's flagged entries get positions from a prefix sum plus the running count (a
+    device scalar); the entries past the capacity are written to one spare slot and only
+    counted, so :meth:`pairs` can tell that the log overflowed.
+    """
+
+    def __init__(self, size: int, device: torch.device) -> None:
+        self.size = size
+        # slot ``size`` takes every entry past the capacity (and the unflagged ones)
+        self.lin = torch.zeros(size + 1, dtype=torch.long, device=device)
+        self.tile = torch.zeros(size + 1, dtype=torch.long, device=device)
+        self.flags = torch.zeros(size + 1, dtype=torch.int32, device=device)
+        self.count = torch.zeros((), dtype=torch.long, device=device)
+        self.origins: List[Tuple[int, int, int]] = []  # (first row, first col, columns) per tile
+        self._arange = torch.arange(0, device=device)
+
+    def add(self, flags: Tensor, i0: int, j0: int) -> None:
+        """Log the entries of the tile ``flags`` (rows from ``i0``, columns from ``j0``) that are
+        not 0, in row-major order."""
+        flat = flags.reshape(-1)
+        if self._arange.numel() < flat.numel():
+            self._arange = torch.arange(flat.numel(), device=flat.device)
+        hit = flat != 0
+        csum = torch.cumsum(hit, 0)
+        pos = torch.where(hit, csum - 1 + self.count, self.size).clamp_(max=self.size)
+        tile = torch.full((), len(self.origins), dtype=torch.long, device=flat.device)
+        self.lin.scatter_(0, pos, self._arange[: flat.numel()])
+        self.tile.scatter_(0, pos, tile.expand(flat.numel()))
+        self.flags.scatter_(0, pos, flat)
+        self.count += csum[-1]
+        self.origins.append((i0, j0, flags.shape[1]))
+
+    def pairs(self) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        """``(rows, cols, flags)`` of every logged pair, or None when the log overflowed."""
+        n = int(self.count)  # the one synchronisation of the loop
+        if n > self.size:
+            return None
+        dev = self.lin.device
+        origins = torch.tensor(self.origins, dtype=torch.long, device=dev).reshape(-1, 3)[self.tile[:n]]
+        lin = self.lin[:n]
+        return origins[:, 0] + lin // origins[:, 2], origins[:, 1] + lin % origins[:, 2], self.flags[:n]
+
+
+class DeferredDecisions:
+    """The cross pass's reductions of each tile, sure pairs at once, ambiguous ones deferred.
+
+    Args:
+        res: the pass's accumulators (:class:`.cross.CrossResult`), updated in place.
+        kinds: the real balls ``(k, open)`` of each tile; ``member_ks``: those (with ``open ==
+            strict``) reduced for precision, density and coverage; ``value_ks``: those (closed)
+            whose per-ball minimum of ``fake_values`` is wanted.
+        recall_ks: the fake balls' k of recall (``strict``: open balls).
+        real_sq_radii / fake_sq_radii: float64 squared radii per k.
+        realism / soft: the pass's realism lists and soft products, or None.
+    """
+
+    def __init__(
+        self,
+        res,
+        kinds: Sequence[Tuple[int, bool]],
+        member_ks: Set[int],
+        value_ks: Set[int],
+        recall_ks: Sequence[int],
+        strict: bool,
+        real_sq_radii: Dict[int, Tensor],
+        fake_sq_radii: Dict[int, Tensor],
+        fake_values: Optional[Tensor],
+        realism: Optional[RealismLists],
+        soft: Optional[SoftProducts],
+        n: int,
+        m: int,
+        device: torch.device,
+    ) -> None:
+        self.res, self.kinds, self.member_ks, self.value_ks = res, list(kinds), member_ks, value_ks
+        self.recall_ks, self.strict = list(recall_ks), strict
+        self.real_sq_radii, self.fake_sq_radii, self.fake_values = real_sq_radii, fake_sq_radii, fake_values
+        self.realism, self.soft = realism, soft
+        self.log = PairLog(capacity(n, m), device)
+        questions = len(self.kinds) + len(self.recall_ks) + 2
+        if questions > 31:
+            raise ValueError(f"a deferred cross pass decides at most 31 questions per pair, got {questions}")
+
+    def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, col_bound: Bound, i0: int, j0: int) -> None:
+        """Reduce a tile (reals ``rs`` x fakes ``cs``) from its sure pairs; log the ambiguous ones."""
+        res, dt = self.res, sq.dtype
+        flags = torch.zeros(sq.shape, dtype=torch.int32, device=sq.device)
+        bit = 1
+        for k, open_ in self.kinds:  # balls of the tile's rows
+            lo, hi = thresholds(self.real_sq_radii[k][rs], row_bound, dt)
+            sure = inside_ball(sq, lo[:, None], open_)
+            flags.add_((sq <= hi[:, None]) & ~sure, alpha=bit)
+            bit <<= 1
+            if k in self.member_ks and open_ == self.strict:
+                res.fake_in_real[k][cs] |= sure.any(0)
+                res.fake_ball_count[k][cs] += sure.sum(0)
+                res.real_ball_hit[k][rs] |= sure.any(1)
+            if k in self.value_ks and not open_:
+                best = res.real_ball_min_value[k]
+                values = self.fake_values[cs] if self.fake_values is not None else best.new_zeros(sq.shape[1])
+                best[rs] = torch.minimum(best[rs], torch.where(sure, values[None, :], math.inf).amin(1))
+        for k in self.recall_ks:  # balls of the tile's columns; rows already inside one need nothing
+            lo, hi = thresholds(self.fake_sq_radii[k][cs], col_bound, dt)
+            done = res.real_in_fake[k][rs] | inside_ball(sq, lo[None, :], self.strict).any(1)
+            res.real_in_fake[k][rs] = done
+            flags.add_((sq <= hi[None, :]) & ~done[:, None], alpha=bit)
+            bit <<= 1
+        if self.realism is not None:
+            flags.add_(self.realism.update_deferred(rs, cs, sq, i0), alpha=bit)
+        if self.soft is not None:
+            self.soft.update(rs, cs, sq, row_bound, None, sync_free=True)
+            flags.add_(sq <= self.soft.copy_limit(row_bound, dt)[:, None], alpha=bit << 1)
+        self.log.add(flags, i0, j0)
+
+    def settle(self, real: PointSet, fake: PointSet) -> bool:
+        """Decide the logged pairs in float64 and add them; False when the log overflowed
+        (nothing is added: the caller runs the pass on the listing path)."""
+        pairs = self.log.pairs()
+        if pairs is None:
+            return False
+        rows, cols, flags = pairs
+        d2 = exact_pairs(real.original, fake.original, rows, cols)
+        res, bit = self.res, 1
+
+        def asked(bit: int) -> Tuple[Tensor, Tensor, Tensor]:
+            sel = (flags & bit) != 0
+            return rows[sel], cols[sel], d2[sel]
+
+        for k, open_ in self.kinds:
+            r, c, d = asked(bit)
+            bit <<= 1
+            ok = inside_ball(d, self.real_sq_radii[k][r], open_)
+            r, c = r[ok], c[ok]
+            if k in self.member_ks and open_ == self.strict:
+                res.fake_in_real[k].index_fill_(0, c, True)
+                res.fake_ball_count[k].index_add_(0, c, torch.ones_like(c))
+                res.real_ball_hit[k].index_fill_(0, r, True)
+            if k in self.value_ks and not open_:
+                best = res.real_ball_min_value[k]
+                values = self.fake_values[c] if self.fake_values is not None else torch.zeros_like(best[r])
+                best.scatter_reduce_(0, r, values.to(best.dtype), reduce="amin")
+        for k in self.recall_ks:
+            r, c, d = asked(bit)
+            bit <<= 1
+            res.real_in_fake[k].index_fill_(0, r[inside_ball(d, self.fake_sq_radii[k][c], self.strict)], True)
+        if self.realism is not None:
+            self.realism.add_near(*asked(bit))
+        if self.soft is not None:
+            self.soft.add_copies(*asked(bit << 1))
+        return True
