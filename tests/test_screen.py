@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional.knn import cross, points, realism, self_pass, tiling
 from lightning_prd.functional.knn import exact as knn_exact
+from lightning_prd.functional.knn import listing, points, realism, self_pass, tiling
 from lightning_prd.functional.knn.screen import screen_available
 
 import oracle
@@ -160,7 +160,7 @@ def _spy_tiles(monkeypatch):
 
 def test_ambiguous_cross_tiles_are_recomputed_in_float32_and_stay_exact(screen_on, monkeypatch):
     real, fake = _bulk_pair(300, 128)
-    monkeypatch.setattr(cross, "AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
+    monkeypatch.setattr(listing, "AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
     dtypes = _spy_tiles(monkeypatch)
     _check_against_oracle(real, fake)
     assert torch.bfloat16 in dtypes and torch.float32 in dtypes
@@ -357,7 +357,7 @@ def test_mostly_ambiguous_cross_tiles_switch_to_float32_and_stay_exact(monkeypat
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "0")
     want = knn_pass(real, fake, **kw).cross
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")
-    monkeypatch.setattr(cross, "AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
+    monkeypatch.setattr(listing, "AMBIGUOUS_SHARE", 0.0)  # any ambiguous pair sends the tile back
     switched, original = [], tiling.tiles
 
     def spy(a, b, block_bytes, shard=None, switch=None):

@@ -171,9 +171,9 @@ def test_cross_pass_loop_takes_no_sync(monkeypatch, ball):
     flags = []
     settle = deferred.DeferredDecisions.settle
 
-    def spy(self, real, fake):
+    def spy(self):
         flags.append(self.log.flags[: int(self.log.count)].clone())
-        return settle(self, real, fake)
+        return settle(self)
 
     monkeypatch.setattr(deferred.DeferredDecisions, "settle", spy)
     counts = _loop_syncs(monkeypatch)

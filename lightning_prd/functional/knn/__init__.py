@@ -44,7 +44,10 @@ Stages, each a module that calls only those listed before it:
 9. :mod:`.members`, :mod:`.realism`, :mod:`.soft`, :mod:`.cover`, :mod:`.kernel` - reductions
    of a cross tile: ball membership and counts, realism, soft ball products, k-th cross
    neighbours inside own balls (PR-cover), Gaussian kernel sums.
-10. :mod:`.cross` - the real x fake pass.
+10. :mod:`.listing`, :mod:`.deferred` - a cross tile's decisions, its ambiguous pairs listed
+    and decided per tile (CPU) or logged on the device and decided after the loop (CUDA: no
+    host synchronisation per tile).
+11. :mod:`.cross` - the real x fake pass.
 
 Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact duplicates;
 balls are closed (``d <= r``), or open (``d < r``, as ``prdc``) for the membership of

@@ -1,16 +1,18 @@
 """The cross pass: one pass over the real x fake tiles, reduced in both directions.
 
-Stage: top of the engine (may call every stage below: :mod:`.members`, :mod:`.realism`,
-:mod:`.refine`, :mod:`.exact`, :mod:`.tiling`, :mod:`.points`, :mod:`.lists`, :mod:`.shard`).
-Each tile is reduced while it is in memory: fake membership in the real balls, ball counts
-and hits (precision, density, coverage), real membership in the fake balls (recall), per-ball
-minima of per-fake values (beta-recall), realism, and running nearest-neighbour lists made
-exact at the end (authenticity; the same lists decide PR-cover, :mod:`.cover`), soft
-ball products (probabilistic precision and recall, :mod:`.soft`) and the Gaussian kernel sum
-(:mod:`.kernel`, which needs float tiles: such a pass is not screened). ``strict`` makes the
-balls of precision, recall, density and coverage open (``d < r``, as the ``prdc`` package); the
-balls of beta-recall and PR-cover stay closed. A screened tile with too many ambiguous pairs is
-recomputed from the float rows (:data:`AMBIGUOUS_SHARE`).
+Stage: top of the engine (may call every stage below: :mod:`.listing` and :mod:`.deferred`,
+:mod:`.realism`, :mod:`.soft`, :mod:`.cover`, :mod:`.refine`, :mod:`.exact`, :mod:`.tiling`,
+:mod:`.points`, :mod:`.lists`, :mod:`.shard`). Each tile is reduced while it is in memory:
+fake membership in the real balls, ball counts and hits (precision, density, coverage), real
+membership in the fake balls (recall), per-ball minima of per-fake values (beta-recall),
+realism, and running nearest-neighbour lists made exact at the end (authenticity; the same
+lists decide PR-cover, :mod:`.cover`), soft ball products (probabilistic precision and recall,
+:mod:`.soft`) and the Gaussian kernel sum (:mod:`.kernel`, which needs float tiles: such a pass
+is not screened). ``strict`` makes the balls of precision, recall, density and coverage open
+(``d < r``, as the ``prdc`` package); the balls of beta-recall and PR-cover stay closed. Pairs
+within a decision's rounding margin are decided in float64: listed per tile on the CPU
+(:mod:`.listing`), deferred to the end of the loop on CUDA, where listing would make the host
+wait for every tile (:mod:`.deferred`).
 
 Example:
     >>> import torch
@@ -26,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
@@ -35,13 +37,12 @@ from torch import Tensor
 from lightning_prd.functional.knn import tiling
 from lightning_prd.functional.knn.cover import Cover, within_kth
 from lightning_prd.functional.knn.deferred import DeferredDecisions
-from lightning_prd.functional.knn.exact import exact_pairs, lowest_identical
+from lightning_prd.functional.knn.exact import lowest_identical
 from lightning_prd.functional.knn.kernel import KernelSum
+from lightning_prd.functional.knn.listing import ListedDecisions
 from lightning_prd.functional.knn.lists import RunningNearest, sync_free
-from lightning_prd.functional.knn.members import Ambiguous, Members, rows_inside
 from lightning_prd.functional.knn.points import (
     PointSet,
-    bound,
     estimate_offset,
     screen_pays,
     set_offset,
@@ -51,10 +52,6 @@ from lightning_prd.functional.knn.realism import RealismLists, exact_realism
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.soft import SoftProducts, nearest_products
-
-#: A screened cross tile with more ambiguous pairs than this share is recomputed in the
-#: compute dtype (a float64 pair costs about as much as 100 pairs of a float32 GEMM).
-AMBIGUOUS_SHARE = 1 / 256
 
 
 @dataclass
@@ -158,8 +155,6 @@ def cross_pass(
         else:
             real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
             screened = False
-    # a screened tile with too many ambiguous pairs is recomputed from the float rows
-    plain_real, plain_fake = replace(real, screened=None), replace(fake, screened=None)
     n, m = len(real), len(fake)
     dev, cdt = real.original.device, real.dtype
     res = CrossResult()
@@ -191,82 +186,33 @@ def cross_pass(
     t_real = max(1 if nearest is True else 0, cover_k, soft_near or 0)  # fakes near each real
     near_fake = RunningNearest(m, min(t_fake + real.slack, n), cdt, dev) if t_fake else None
     near_real = RunningNearest(n, min(t_real + real.slack, m), cdt, dev) if t_real else None
-    defer = None
+
+    # the balls, recall, realism and soft products of each tile; CUDA: no host synchronisation
+    switch = tiling.Switch() if screened else None
+    balls: Union[DeferredDecisions, ListedDecisions]
     if no_sync:
-        defer = DeferredDecisions(
-            res, sorted(kinds), set(member_ks), set(value_ks), recall_ks, strict, real_sq_radii, fake_sq_radii,
-            fake_values, realism, soft, n, m, dev,
+        balls = DeferredDecisions(
+            res, real, fake, sorted(kinds), set(member_ks), set(value_ks), recall_ks, strict, real_sq_radii,
+            fake_sq_radii, fake_values, realism, soft,
         )  # fmt: skip
-
-    # once more than half of this process's screened tiles were recomputed, the later tiles
-    # come from the float rows directly (same layout: the values do not depend on it)
-    switch, seen, recomputed = tiling.Switch(), 0, 0
-    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch if screened else None):
-        n_r, n_c = sq.shape
-        plain_tile = switch.sets is not None
-        rs, cs = slice(i0, i0 + n_r), slice(j0, j0 + n_c)
-
-        if defer is not None:  # the CUDA path: no host synchronisation in the loop
-            defer.update(rs, cs, sq, bound(real, fake, rs, cs), bound(fake, real, cs, rs), i0, j0)
-        else:
-
-            def exact_fn(r: Tensor, c: Tensor, i0: int = i0, j0: int = j0) -> Tensor:
-                return exact_pairs(real.original, fake.original, i0 + r, j0 + c)
-
-            def decide(
-                sq: Tensor, a: PointSet, b: PointSet, limit: Optional[float], rs: slice = rs, cs: slice = cs
-            ) -> Tuple[Dict[Tuple[int, bool], Members], Dict[int, Tensor]]:
-                # margins use the tile's largest norm on the other side: a conservative bound
-                row_bound, col_bound = bound(a, b, rs, cs), bound(b, a, cs, rs)
-                # largest k first (closed before open at one k): a smaller ball of the same centre
-                # lies inside, so its pairs are among those listed
-                balls: Dict[Tuple[int, bool], Members] = {}
-                wider: Optional[Members] = None
-                for k, open_ in sorted(kinds, key=lambda kind: (-kind[0], kind[1])):
-                    balls[k, open_] = wider = Members(
-                        sq, real_sq_radii[k][rs], row_bound, exact_fn, wider, limit, strict=open_
-                    )
-                inside = {
-                    k: rows_inside(
-                        sq, fake_sq_radii[k][cs], col_bound, exact_fn, res.real_in_fake[k][rs], limit, strict=strict
-                    )
-                    for k in recall_ks
-                }
-                return balls, inside
-
-            used = (plain_real, plain_fake) if plain_tile else (real, fake)
-            seen += not plain_tile
-            try:
-                limit = sq.numel() * AMBIGUOUS_SHARE if screened and not plain_tile else None
-                balls, inside = decide(sq, *used, limit)
-            except Ambiguous:
-                recomputed += 1
-                if 2 * recomputed > seen:
-                    switch.sets = (plain_real, plain_fake)
-                sq = tiling.sq_tile(
-                    (sq.reshape(-1), None),
-                    plain_real.left(rs),
-                    plain_real.sq_norms[rs, None],
-                    plain_fake.right(cs),
-                    plain_fake.sq_norms[cs],
-                )
-                balls, inside = decide(sq, plain_real, plain_fake, None)
-                used = (plain_real, plain_fake)
-            for (k, open_), members in balls.items():
-                if k in res.fake_in_real and open_ == strict:
-                    res.fake_in_real[k][cs] |= members.any_per_col()
-                    res.fake_ball_count[k][cs] += members.count_per_col()
-                    res.real_ball_hit[k][rs] |= members.any_per_row()
-                if k in res.real_ball_min_value and not open_:
-                    best = res.real_ball_min_value[k]
-                    values = fake_values if fake_values is not None else best.new_zeros(0)
-                    best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
-            if soft is not None:
-                soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
-            for k, rows_in in inside.items():
-                res.real_in_fake[k][rs] |= rows_in
-            if realism is not None:  # (the screen's bound holds for recomputed tiles too)
-                realism.update(rs, cs, sq, i0, exact_fn)
+    else:
+        balls = ListedDecisions(
+            res,
+            real,
+            fake,
+            sorted(kinds),
+            recall_ks,
+            strict,
+            real_sq_radii,
+            fake_sq_radii,
+            fake_values,
+            realism,
+            soft,
+            switch,
+        )
+    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch):
+        rs, cs = slice(i0, i0 + sq.shape[0]), slice(j0, j0 + sq.shape[1])
+        sq = balls.update(rs, cs, sq, i0, j0)  # (a screened tile may come back from the float rows)
         if near_fake is not None:
             near_fake.update(cs, sq, 0, i0, no_sync)
         if near_real is not None:
@@ -274,8 +220,8 @@ def cross_pass(
         if kernel is not None:  # last: it overwrites the tile
             kernel.add(sq)
 
-    if defer is not None:  # the ambiguous pairs, in float64; an overflowing log on any rank: listed
-        settled = defer.settle(real, fake)
+    if isinstance(balls, DeferredDecisions):  # the ambiguous pairs, in float64
+        settled = balls.settle()  # an overflowing log on any rank: listed
         if shard is not None:
             settled = not bool(shard.any(torch.tensor([not settled], device=dev)))
         if not settled:

@@ -33,10 +33,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.members import inside_ball, thresholds
-from lightning_prd.functional.knn.points import PointSet
+from lightning_prd.functional.knn.points import PointSet, bound
 from lightning_prd.functional.knn.realism import RealismLists
 from lightning_prd.functional.knn.soft import SoftProducts
 
@@ -97,6 +96,7 @@ class DeferredDecisions:
 
     Args:
         res: the pass's accumulators (:class:`.cross.CrossResult`), updated in place.
+        real, fake: the pass's point sets (float tiles: CUDA never screens).
         kinds: the real balls ``(k, open)`` of each tile; ``member_ks``: those (with ``open ==
             strict``) reduced for precision, density and coverage; ``value_ks``: those (closed)
             whose per-ball minimum of ``fake_values`` is wanted.
@@ -108,6 +108,8 @@ class DeferredDecisions:
     def __init__(
         self,
         res,
+        real: PointSet,
+        fake: PointSet,
         kinds: Sequence[Tuple[int, bool]],
         member_ks: Set[int],
         value_ks: Set[int],
@@ -118,22 +120,23 @@ class DeferredDecisions:
         fake_values: Optional[Tensor],
         realism: Optional[RealismLists],
         soft: Optional[SoftProducts],
-        n: int,
-        m: int,
-        device: torch.device,
     ) -> None:
-        self.res, self.kinds, self.member_ks, self.value_ks = res, list(kinds), member_ks, value_ks
+        self.res, self.real, self.fake, self.kinds = res, real, fake, list(kinds)
+        self.member_ks, self.value_ks = member_ks, value_ks
         self.recall_ks, self.strict = list(recall_ks), strict
         self.real_sq_radii, self.fake_sq_radii, self.fake_values = real_sq_radii, fake_sq_radii, fake_values
         self.realism, self.soft = realism, soft
-        self.log = PairLog(capacity(n, m), device)
+        self.log = PairLog(capacity(len(real), len(fake)), real.original.device)
         questions = len(self.kinds) + len(self.recall_ks) + 2
         if questions > 31:
             raise ValueError(f"a deferred cross pass decides at most 31 questions per pair, got {questions}")
 
-    def update(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound, col_bound: Bound, i0: int, j0: int) -> None:
-        """Reduce a tile (reals ``rs`` x fakes ``cs``) from its sure pairs; log the ambiguous ones."""
+    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> Tensor:
+        """Reduce a tile (reals ``rs`` x fakes ``cs``) from its sure pairs, log the ambiguous
+        ones; returns the tile."""
         res, dt = self.res, sq.dtype
+        # margins use the tile's largest norm on the other side: a conservative bound
+        row_bound, col_bound = bound(self.real, self.fake, rs, cs), bound(self.fake, self.real, cs, rs)
         flags = torch.zeros(sq.shape, dtype=torch.int32, device=sq.device)
         bit = 1
         for k, open_ in self.kinds:  # balls of the tile's rows
@@ -161,15 +164,16 @@ class DeferredDecisions:
             self.soft.update(rs, cs, sq, row_bound, None, sync_free=True)
             flags.add_(sq <= self.soft.copy_limit(row_bound, dt)[:, None], alpha=bit << 1)
         self.log.add(flags, i0, j0)
+        return sq
 
-    def settle(self, real: PointSet, fake: PointSet) -> bool:
+    def settle(self) -> bool:
         """Decide the logged pairs in float64 and add them; False when the log overflowed
         (nothing is added: the caller runs the pass on the listing path)."""
         pairs = self.log.pairs()
         if pairs is None:
             return False
         rows, cols, flags = pairs
-        d2 = exact_pairs(real.original, fake.original, rows, cols)
+        d2 = exact_pairs(self.real.original, self.fake.original, rows, cols)
         res, bit = self.res, 1
 
         def asked(bit: int) -> Tuple[Tensor, Tensor, Tensor]:
