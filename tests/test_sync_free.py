@@ -114,7 +114,7 @@ def _cross(block_bytes, ball="closed", shard=None, sets=None):
         recall_ks=[3, 5],
         realism_k=3,
         nearest=True,
-        fake_values=FAKE_VALUES[: len(fake)],
+        fake_values=FAKE_VALUES[: len(fake)].to(fake.device),
         value_ks=[3, 4],
         cover=(2, 6),
         soft=(4, 1.2, False),
@@ -249,3 +249,22 @@ def test_sharded_deferred_pass_equals_one_process():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_uses_the_sync_free_path():
     assert lists.sync_free(torch.device("cuda")) and not lists.sync_free(torch.device("cpu"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("sets", ["tied", "gaussian"])
+def test_cuda_cross_pass_equals_the_cpu_listing_path(monkeypatch, sets):
+    """On a GPU: no synchronising operator in the cross pass's tile loop, and every reduction
+    equal to the CPU's."""
+    real, fake = _tied_sets() if sets == "tied" else _gaussian_sets()
+    want = _cross(1 << 16, sets=(real, fake))
+    counts = _loop_syncs(monkeypatch)
+    got = _cross(1 << 16, sets=(real.cuda(), fake.cuda()))
+    assert counts == [0]
+    _assert_same({k: _to_cpu(v) for k, v in _fields(got).items()}, want)
+
+
+def _to_cpu(value):
+    if isinstance(value, dict):
+        return {k: v.cpu() for k, v in value.items()}
+    return value.cpu() if value is not None else None

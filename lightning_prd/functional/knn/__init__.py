@@ -65,7 +65,7 @@ from lightning_prd.functional.knn.exact import exact_sq_dist
 from lightning_prd.functional.knn.points import PointSet, prepare, with_centred
 from lightning_prd.functional.knn.self_pass import self_knn, self_radii
 from lightning_prd.functional.knn.shard import Shard, current_shard
-from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, tile_progress
+from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, ieee_float32, tile_progress
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -75,6 +75,7 @@ __all__ = [
     "cross_pass",
     "current_shard",
     "exact_sq_dist",
+    "ieee_float32",
     "prepare",
     "self_knn",
     "self_radii",

@@ -8,6 +8,9 @@ smallest efficient tile side, :func:`.shapes.min_side`), and one buffer serves e
 pass. :func:`block_shape` plans the cross pass's tiles, :func:`self_shape` and
 :func:`strip_chunks` the self pass's (row strips of a few wide tiles on and above the
 diagonal). :func:`tile_progress` reports each computed tile (progress bars).
+:func:`ieee_float32` keeps float32 GEMMs in IEEE float32 while a pass runs: the rounding
+bounds (:mod:`.bounds`) assume it, and reduced-precision modes (TF32 on CUDA, bfloat16 passes
+on CPU, ``torch.set_float32_matmul_precision("high" | "medium")``) would break them.
 
 Example:
     >>> import torch
@@ -158,6 +161,42 @@ def buffer(elements: int, points: PointSet) -> Tuple[Tensor, Optional[Tensor]]:
 def gemm_dtype(points: PointSet) -> torch.dtype:
     """The dtype of the tile GEMMs of ``points``: bfloat16 when screened, else the compute dtype."""
     return torch.bfloat16 if points.screened is not None else points.dtype
+
+
+@contextmanager
+def ieee_float32() -> Iterator[None]:
+    """float32 matrix products in IEEE float32 inside the block, whatever the caller set, and
+    the caller's setting restored after it.
+
+    Either API of PyTorch may hold the setting: ``torch.set_float32_matmul_precision`` (its
+    value is readable) or the per-backend ``fp32_precision`` of the CUDA and oneDNN matmuls
+    (PyTorch 2.9 and later; reading the first raises once those were set). The block sets and
+    restores the one in use. It is process-wide state: float32 products of other threads during
+    the block are IEEE too.
+    """
+    try:
+        before = torch.get_float32_matmul_precision()
+    except RuntimeError:  # the per-backend settings are in use
+        before = None
+    if before == "highest":
+        yield
+        return
+    if before is not None:
+        torch.set_float32_matmul_precision("highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(before)
+        return
+    backends = [torch.backends.cuda.matmul, torch.backends.mkldnn.matmul]  # type: ignore[attr-defined]
+    saved = [b.fp32_precision for b in backends]
+    try:
+        for b in backends:
+            b.fp32_precision = "ieee"
+        yield
+    finally:
+        for b, value in zip(backends, saved):
+            b.fp32_precision = value
 
 
 def sq_tile(

@@ -1,0 +1,124 @@
+"""Reduced-precision float32 matmul settings do not reach the k-NN engine's tiles.
+
+Lightning suggests ``torch.set_float32_matmul_precision("high" | "medium")`` on GPUs with tensor
+cores (TF32 products); oneDNN can run float32 products as bfloat16 passes on CPUs. The tiles'
+rounding bounds assume IEEE float32, so a pass runs its products in IEEE float32 whatever the
+caller set (``knn.ieee_float32``) and restores the setting after.
+"""
+
+import pytest
+import torch
+
+from lightning_prd.functional import generative_metrics
+from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.knn import ieee_float32, tiling
+from lightning_prd.functional.knn.points import prepare
+
+
+def _reset():
+    torch.set_float32_matmul_precision("highest")  # sets both backends' to IEEE
+
+
+@pytest.fixture(autouse=True)
+def clean_precision():
+    _reset()
+    yield
+    _reset()
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+def _legacy(value):
+    def apply():
+        torch.set_float32_matmul_precision(value)
+
+    def read():
+        return torch.get_float32_matmul_precision()
+
+    return apply, read, value
+
+
+def _backend(name, value):
+    backend = torch.backends.cuda.matmul if name == "cuda" else torch.backends.mkldnn.matmul
+
+    def apply():
+        backend.fp32_precision = value
+
+    def read():
+        return backend.fp32_precision
+
+    return apply, read, value
+
+
+SETTINGS = {
+    "legacy-medium": _legacy("medium"),
+    "legacy-high": _legacy("high"),
+    "onednn-bf16": _backend("mkldnn", "bf16"),
+    "onednn-tf32": _backend("mkldnn", "tf32"),
+    "cuda-tf32": _backend("cuda", "tf32"),
+}
+
+
+def _sets():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(400, 256, generator=g) * 3 + 5, torch.randn(350, 256, generator=g) * 3.3 + 5.2
+
+
+def _tiles_of_a_pass(monkeypatch):
+    seen = []
+    real_sq_tile = tiling.sq_tile
+
+    def spy(*args, **kwargs):
+        out = real_sq_tile(*args, **kwargs)
+        seen.append(out.clone())
+        return out
+
+    monkeypatch.setattr(tiling, "sq_tile", spy)
+    real, fake = _sets()
+    knn_pass(real, fake, member_ks=[3], recall_ks=[3], realism_k=3, nearest=True, block_bytes=1 << 16)
+    monkeypatch.setattr(tiling, "sq_tile", real_sq_tile)
+    return seen
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_tiles_are_ieee_float32_and_the_setting_is_restored(monkeypatch, name):
+    want = _tiles_of_a_pass(monkeypatch)
+    apply, read, value = SETTINGS[name]
+    apply()
+    got = _tiles_of_a_pass(monkeypatch)
+    assert read() == value  # the caller's setting, back after the pass
+    assert len(got) == len(want) > 1
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_scores_under_reduced_precision_settings_equal_the_default(name):
+    real, fake = _sets()
+    want = generative_metrics(real, fake, block_bytes=1 << 16)
+    SETTINGS[name][0]()
+    got = generative_metrics(real, fake, block_bytes=1 << 16)
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(got[key], value), key
+
+
+def test_the_setting_changes_bare_products_on_this_cpu():
+    """The check can fail where the setting matters: on CPUs whose oneDNN runs float32
+    products as bfloat16 passes, the bare tile GEMM differs under ``medium``; the engine's does
+    not (above). Skipped where the setting changes nothing."""
+    x = prepare(_sets()[0], torch.zeros(256, dtype=torch.float64), torch.float32)
+    buf = (torch.empty(400 * 400), None)
+
+    def tile():
+        return tiling.sq_tile(buf, x.left(slice(0, 400)), x.sq_norms[:, None], x.right(slice(0, 400)), x.sq_norms)
+
+    ieee = tile().clone()
+    torch.set_float32_matmul_precision("medium")
+    reduced = tile().clone()
+    with ieee_float32():
+        assert torch.get_float32_matmul_precision() == "highest"
+        guarded = tile().clone()
+    assert torch.get_float32_matmul_precision() == "medium"
+    assert torch.equal(guarded, ieee)
+    if torch.equal(reduced, ieee):
+        pytest.skip("float32_matmul_precision('medium') does not change float32 products on this CPU")
