@@ -39,7 +39,7 @@ from lightning_prd.functional.knn.cover import Cover, within_kth
 from lightning_prd.functional.knn.deferred import DeferredDecisions
 from lightning_prd.functional.knn.exact import lowest_identical
 from lightning_prd.functional.knn.kernel import KernelSum
-from lightning_prd.functional.knn.listing import ListedDecisions
+from lightning_prd.functional.knn.listing import ListedDecisions, TileQuestions
 from lightning_prd.functional.knn.lists import RunningNearest, sync_free
 from lightning_prd.functional.knn.points import (
     PointSet,
@@ -189,27 +189,20 @@ def cross_pass(
 
     # the balls, recall, realism and soft products of each tile; CUDA: no host synchronisation
     switch = tiling.Switch() if screened else None
-    balls: Union[DeferredDecisions, ListedDecisions]
-    if no_sync:
-        balls = DeferredDecisions(
-            res, real, fake, sorted(kinds), set(member_ks), set(value_ks), recall_ks, strict, real_sq_radii,
-            fake_sq_radii, fake_values, realism, soft,
-        )  # fmt: skip
-    else:
-        balls = ListedDecisions(
-            res,
-            real,
-            fake,
-            sorted(kinds),
-            recall_ks,
-            strict,
-            real_sq_radii,
-            fake_sq_radii,
-            fake_values,
-            realism,
-            soft,
-            switch,
-        )
+    asked = TileQuestions(
+        res,
+        real,
+        fake,
+        sorted(kinds),
+        list(recall_ks),
+        strict,
+        real_sq_radii,
+        fake_sq_radii,
+        fake_values,
+        realism,
+        soft,
+    )
+    balls = DeferredDecisions(**vars(asked)) if no_sync else ListedDecisions(**vars(asked), switch=switch)
     for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch):
         rs, cs = slice(i0, i0 + sq.shape[0]), slice(j0, j0 + sq.shape[1])
         sq = balls.update(rs, cs, sq, i0, j0)  # (a screened tile may come back from the float rows)

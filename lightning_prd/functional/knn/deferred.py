@@ -1,7 +1,7 @@
 """Deferred float64 decisions: the cross pass on CUDA, with no host synchronisation per tile.
 
-Stage: used by the cross pass (may call :mod:`.members`, :mod:`.exact`, :mod:`.points`,
-:mod:`.realism`, :mod:`.soft`). On the CPU a tile's ambiguous pairs (tile value within the
+Stage: used by the cross pass (may call :mod:`.listing`, :mod:`.members`, :mod:`.exact`,
+:mod:`.points`). On the CPU a tile's ambiguous pairs (tile value within the
 rounding margin of a threshold, :mod:`.bounds`) are listed with ``nonzero`` and decided in
 float64 at once; on CUDA each such listing makes the host wait for the tile. Here a tile is
 reduced densely from its *sure* pairs (value beyond the margin: ``any`` / ``sum`` / ``amin``
@@ -28,16 +28,16 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.exact import exact_pairs
+from lightning_prd.functional.knn.listing import TileQuestions
 from lightning_prd.functional.knn.members import inside_ball, thresholds
-from lightning_prd.functional.knn.points import PointSet, bound
-from lightning_prd.functional.knn.realism import RealismLists
-from lightning_prd.functional.knn.soft import SoftProducts
+from lightning_prd.functional.knn.points import bound
 
 
 def capacity(n: int, m: int) -> int:
@@ -91,42 +91,13 @@ class PairLog:
         return origins[:, 0] + lin // origins[:, 2], origins[:, 1] + lin % origins[:, 2], self.flags[:n]
 
 
-class DeferredDecisions:
-    """The cross pass's reductions of each tile, sure pairs at once, ambiguous ones deferred.
+@dataclass
+class DeferredDecisions(TileQuestions):
+    """The cross pass's reductions of each tile (:class:`.listing.TileQuestions`; float tiles:
+    CUDA never screens), sure pairs at once, ambiguous ones deferred."""
 
-    Args:
-        res: the pass's accumulators (:class:`.cross.CrossResult`), updated in place.
-        real, fake: the pass's point sets (float tiles: CUDA never screens).
-        kinds: the real balls ``(k, open)`` of each tile; ``member_ks``: those (with ``open ==
-            strict``) reduced for precision, density and coverage; ``value_ks``: those (closed)
-            whose per-ball minimum of ``fake_values`` is wanted.
-        recall_ks: the fake balls' k of recall (``strict``: open balls).
-        real_sq_radii / fake_sq_radii: float64 squared radii per k.
-        realism / soft: the pass's realism lists and soft products, or None.
-    """
-
-    def __init__(
-        self,
-        res,
-        real: PointSet,
-        fake: PointSet,
-        kinds: Sequence[Tuple[int, bool]],
-        member_ks: Set[int],
-        value_ks: Set[int],
-        recall_ks: Sequence[int],
-        strict: bool,
-        real_sq_radii: Dict[int, Tensor],
-        fake_sq_radii: Dict[int, Tensor],
-        fake_values: Optional[Tensor],
-        realism: Optional[RealismLists],
-        soft: Optional[SoftProducts],
-    ) -> None:
-        self.res, self.real, self.fake, self.kinds = res, real, fake, list(kinds)
-        self.member_ks, self.value_ks = member_ks, value_ks
-        self.recall_ks, self.strict = list(recall_ks), strict
-        self.real_sq_radii, self.fake_sq_radii, self.fake_values = real_sq_radii, fake_sq_radii, fake_values
-        self.realism, self.soft = realism, soft
-        self.log = PairLog(capacity(len(real), len(fake)), real.original.device)
+    def __post_init__(self) -> None:
+        self.log = PairLog(capacity(len(self.real), len(self.fake)), self.real.original.device)
         questions = len(self.kinds) + len(self.recall_ks) + 2
         if questions > 31:
             raise ValueError(f"a deferred cross pass decides at most 31 questions per pair, got {questions}")
@@ -144,11 +115,11 @@ class DeferredDecisions:
             sure = inside_ball(sq, lo[:, None], open_)
             flags.add_((sq <= hi[:, None]) & ~sure, alpha=bit)
             bit <<= 1
-            if k in self.member_ks and open_ == self.strict:
+            if k in res.fake_in_real and open_ == self.strict:
                 res.fake_in_real[k][cs] |= sure.any(0)
                 res.fake_ball_count[k][cs] += sure.sum(0)
                 res.real_ball_hit[k][rs] |= sure.any(1)
-            if k in self.value_ks and not open_:
+            if k in res.real_ball_min_value and not open_:
                 best = res.real_ball_min_value[k]
                 values = self.fake_values[cs] if self.fake_values is not None else best.new_zeros(sq.shape[1])
                 best[rs] = torch.minimum(best[rs], torch.where(sure, values[None, :], math.inf).amin(1))
@@ -185,11 +156,11 @@ class DeferredDecisions:
             bit <<= 1
             ok = inside_ball(d, self.real_sq_radii[k][r], open_)
             r, c = r[ok], c[ok]
-            if k in self.member_ks and open_ == self.strict:
+            if k in res.fake_in_real and open_ == self.strict:
                 res.fake_in_real[k].index_fill_(0, c, True)
                 res.fake_ball_count[k].index_add_(0, c, torch.ones_like(c))
                 res.real_ball_hit[k].index_fill_(0, r, True)
-            if k in self.value_ks and not open_:
+            if k in res.real_ball_min_value and not open_:
                 best = res.real_ball_min_value[k]
                 values = self.fake_values[c] if self.fake_values is not None else torch.zeros_like(best[r])
                 best.scatter_reduce_(0, r, values.to(best.dtype), reduce="amin")

@@ -29,8 +29,8 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -47,46 +47,50 @@ from lightning_prd.functional.knn.soft import SoftProducts
 AMBIGUOUS_SHARE = 1 / 256
 
 
-class ListedDecisions:
-    """The cross pass's reductions of each tile, its ambiguous pairs decided as they come.
+@dataclass
+class TileQuestions:
+    """What the cross pass asks of every tile; both paths (:class:`ListedDecisions`, the CPU's,
+    and :class:`.deferred.DeferredDecisions`, CUDA's) answer it.
 
     Args:
         res: the pass's accumulators (:class:`.cross.CrossResult`), updated in place; a
             ``(k, strict)`` ball kind is reduced for precision, density and coverage when
             ``res.fake_in_real`` has ``k``, a closed one for beta-recall's minima when
             ``res.real_ball_min_value`` has it.
-        real, fake: the pass's point sets (screened or not).
+        real, fake: the pass's point sets.
         kinds: the real balls ``(k, open)`` of each tile.
         recall_ks / strict: the fake balls' k of recall, open when ``strict``.
         real_sq_radii / fake_sq_radii: float64 squared radii per k.
         fake_values: per-fake values for beta-recall's minima, or None.
         realism / soft: the pass's realism lists and soft products, or None.
-        switch: the tile generator's switch to the float rows (screened passes), or None.
     """
 
-    def __init__(
-        self,
-        res,
-        real: PointSet,
-        fake: PointSet,
-        kinds: Sequence[Tuple[int, bool]],
-        recall_ks: Sequence[int],
-        strict: bool,
-        real_sq_radii: Dict[int, Tensor],
-        fake_sq_radii: Dict[int, Tensor],
-        fake_values: Optional[Tensor],
-        realism: Optional[RealismLists],
-        soft: Optional[SoftProducts],
-        switch: Optional[tiling.Switch],
-    ) -> None:
-        self.res, self.real, self.fake = res, real, fake
+    res: Any
+    real: PointSet
+    fake: PointSet
+    kinds: List[Tuple[int, bool]]
+    recall_ks: List[int]
+    strict: bool
+    real_sq_radii: Dict[int, Tensor]
+    fake_sq_radii: Dict[int, Tensor]
+    fake_values: Optional[Tensor]
+    realism: Optional[RealismLists]
+    soft: Optional[SoftProducts]
+
+
+@dataclass
+class ListedDecisions(TileQuestions):
+    """The cross pass's reductions of each tile, its ambiguous pairs decided as they come
+    (:class:`TileQuestions`; ``switch``: the tile generator's switch to the float rows, for
+    screened passes)."""
+
+    switch: Optional[tiling.Switch] = None
+
+    def __post_init__(self) -> None:
         # largest k first (closed before open at one k): a smaller ball of the same centre lies
         # inside, so its pairs are among those listed
-        self.kinds = sorted(kinds, key=lambda kind: (-kind[0], kind[1]))
-        self.recall_ks, self.strict = list(recall_ks), strict
-        self.real_sq_radii, self.fake_sq_radii, self.fake_values = real_sq_radii, fake_sq_radii, fake_values
-        self.realism, self.soft, self.switch = realism, soft, switch
-        self.plain = (replace(real, screened=None), replace(fake, screened=None))
+        self.kinds = sorted(self.kinds, key=lambda kind: (-kind[0], kind[1]))
+        self.plain = (replace(self.real, screened=None), replace(self.fake, screened=None))
         self.seen = self.recomputed = 0
 
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> Tensor:
