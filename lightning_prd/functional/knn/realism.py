@@ -126,7 +126,7 @@ class RealismLists:
             near = v <= s0[r]
             r0, c0 = r[near], flat[near] % n_c
             if r0.numel():
-                self.near_best[cs].scatter_reduce_(0, c0, exact_ratio(num[r0], exact_fn(r0, c0)), reduce="amax")
+                self.add_near(rs.start + r0, cs.start + c0, exact_fn(r0, c0))
                 neg[near] = math.inf  # never listed
         enter = (neg < thr[flat % n_c]).nonzero().squeeze(1)
         if enter.numel() == 0:
@@ -155,9 +155,7 @@ class RealismLists:
         r0, c0 = (sq[near] <= s0[near, None]).nonzero(as_tuple=True) if near.numel() else (near, near)
         r0 = near[r0]
         if r0.numel():
-            ratio = exact_ratio(self.num[rs][r0], exact_fn(r0, c0))
-            best = self.near_best[cs]
-            best.scatter_reduce_(0, c0, ratio, reduce="amax")
+            self.add_near(rs.start + r0, cs.start + c0, exact_fn(r0, c0))
             neg_ratio[r0, c0] = math.inf  # decided exactly: never listed
         self.listed.update(cs, neg_ratio, 0, i0)
 
