@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional.knn import soft
+from lightning_prd.functional.knn import bounds, soft
 from lightning_prd.functional.knn.bounds import Bound
 
 
@@ -22,6 +22,19 @@ def test_block_sum_within_its_error_bound(n, dim, dtype):
     assert total.dtype == torch.float64 and total.shape == (3,)
     assert np.all(np.abs(total.numpy() - want) <= err)
     assert err <= (n + 256) * 256 * 2.0**-24 * 1.01  # the bound is gamma_255 per term, not more
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 200])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_block_sums_of_float64_tiles_keep_float64_accuracy(n, dim):
+    # the kernel sums' use: runs summed in the tile's own dtype (float64 here), the rest in float64
+    g = torch.Generator().manual_seed(n)
+    y = torch.rand(n, 5, generator=g, dtype=torch.float64) * 1e3 + 1.0
+    y = y if dim == 0 else y.T.contiguous()
+    total = bounds.block_sums(y, dim, 64, torch.float64)
+    want = np.sum(y.numpy(), axis=dim)
+    assert total.dtype == torch.float64 and total.shape == (5,)
+    np.testing.assert_allclose(total.numpy(), want, rtol=1e-14, atol=0)
 
 
 def _tile(real, fake):

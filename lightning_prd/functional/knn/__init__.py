@@ -34,7 +34,7 @@ float32 tiles; a cross tile with too many ambiguous pairs is recomputed in float
 Stages, each a module that calls only those listed before it:
 
 1. :mod:`.lists` - sorted candidate lists: top-k merge, padding, ties by index.
-2. :mod:`.bounds` - rounding intervals of tile values (:class:`.bounds.Bound`).
+2. :mod:`.bounds` - rounding intervals of tile values (:class:`.bounds.Bound`) and of blocked sums.
 3. :mod:`.screen` - the bfloat16 screen rows and tile; :mod:`.shard` - DDP tile split.
 4. :mod:`.points` - point sets (centre, norms, screen rows), their bounds, the pass offset.
 5. :mod:`.shapes`, :mod:`.tiling` - tile shapes from the machine's GEMM, and the tile GEMM.
@@ -48,6 +48,10 @@ Stages, each a module that calls only those listed before it:
     and decided per tile (CPU) or logged on the device and decided after the loop (CUDA: no
     host synchronisation per tile).
 11. :mod:`.cross` - the real x fake pass.
+
+Beside them, :mod:`.kde` (imports only torch and :mod:`.tiling`'s budget) sums kernel density
+estimates over plain float64 tiles for TopP&R, in a low-dimensional projection where no
+rounding interval is needed.
 
 Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact duplicates;
 balls are closed (``d <= r``), or open (``d < r``, as ``prdc``) for the membership of

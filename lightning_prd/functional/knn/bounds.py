@@ -15,6 +15,10 @@ one side of the threshold; other pairs are recomputed in float64 (:mod:`.exact`)
   ``d`` lies in ``[sqrt(max(0, v - s(v))) - e, sqrt(v + s(v)) + e]`` with
   ``s(v) = rel |v - c| + 2^-23 v + tau``.
 
+The reductions that sum many tile values (soft ball products, kernel sums) share one blocked
+sum, :func:`block_sums`: short runs in the tile's dtype, the run sums in float64, with a
+bound of its rounding (:func:`block_sum_error`).
+
 Example:
     >>> import torch
     >>> b = Bound(0.0, None, torch.tensor(0.5))
@@ -35,6 +39,39 @@ from torch import Tensor
 #: recovered from its rounded form.
 _U = 2.0**-8
 SCREEN_REL = _U / (1 - _U)
+
+
+def block_sums(y: Tensor, dim: int, block: int, dtype: torch.dtype) -> Tensor:
+    r"""Float64 sums of ``y`` along ``dim``: runs of ``block`` consecutive terms summed in
+    ``dtype`` (one pass at that dtype's cost), the run sums and the last partial run (fewer
+    than ``block`` terms) added in float64.
+
+    A float32 sum of ``b <= B`` terms in ``[0, 1]``, in any order, is within
+    :math:`\gamma_{B-1} b`, :math:`\gamma_j = j u / (1 - j u)`, ``u = 2^-24`` (Higham, *Accuracy
+    and Stability of Numerical Algorithms*, 2nd ed., (4.4)); over ``n`` terms the runs make
+    at most :func:`block_sum_error`, and the float64 sum of the runs adds ``n / B`` float64
+    roundings of run sums.
+
+    Example:
+        >>> import torch
+        >>> block_sums(torch.ones(3, 130), 1, 64, torch.float32).tolist()
+        [130.0, 130.0, 130.0]
+    """
+    n = y.shape[dim]
+    full = n - n % block
+    total = y.narrow(dim, full, n - full).sum(dim, dtype=torch.float64)  # the last partial run
+    if full:
+        runs = y.narrow(dim, 0, full).unflatten(dim, (full // block, block)).sum(dim + 1, dtype=dtype)
+        total += runs.sum(dim, dtype=torch.float64)
+    return total
+
+
+def block_sum_error(n: int, block: int) -> float:
+    """Bound of the rounding error of :func:`block_sums` in float32 over ``n`` terms in
+    ``[0, 1]``: ``(n + B) gamma_{B-1}`` with ``B = min(block, n)`` (its docstring)."""
+    size = max(1, min(block, n))
+    u = 2.0**-24
+    return (n + size) * (size - 1) * u / (1 - (size - 1) * u)
 
 
 def tol_factor(dtype: torch.dtype, dim: int) -> float:

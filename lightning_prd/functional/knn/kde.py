@@ -12,8 +12,10 @@ distance, so these tiles are plain float64 (on data centred by one shared point,
   x_i\rVert/h)\,[\lVert y - x_i\rVert \le h]` for several weight rows ``W`` at once (the
   plain estimate and all bootstrap replicates from one pass: ``K(D) @ W^T``).
 
-No ``N x M`` matrix is formed: a tile holds at most ``block_bytes`` of float64 values (and a
-few temporaries of its size). Nothing leaves the device until the caller reads the result.
+Stage: beside the k-NN stages (imports only torch and :mod:`.tiling`'s memory budget); used
+by :mod:`lightning_prd.functional.top_pr`. No ``N x M`` matrix is formed: a tile holds at most
+``block_bytes`` of float64 values (and a few temporaries of its size). Nothing leaves the
+device until the caller reads the result.
 
 Example:
     >>> import torch

@@ -1,6 +1,6 @@
 r"""Gaussian kernel sums over the distance tiles: the reduction behind the kernel distances (CMMD).
 
-Stage: beside :mod:`.members` (imports only torch and :mod:`.shard`); called by
+Stage: beside :mod:`.members` (imports only torch, :mod:`.bounds` and :mod:`.shard`); called by
 :mod:`.self_pass` and :mod:`.cross` on each tile once its k-NN reductions are done (the tile is
 overwritten). :class:`KernelSum` accumulates, in float64,
 
@@ -43,6 +43,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.knn.bounds import block_sums
 from lightning_prd.functional.knn.shard import Shard
 
 #: Values summed in the tile dtype before the float64 sum (a float32 sum of 64 values has a
@@ -51,19 +52,15 @@ CHUNK = 64
 
 
 def chunked_sum(x: Tensor) -> Tensor:
-    """Float64 sum of a 2-D tile (or a column slice of one): blocks of :data:`CHUNK` columns
-    summed in ``x``'s dtype, the partial sums in float64.
+    """Float64 sum of a 2-D tile (or a column slice of one): runs of :data:`CHUNK` columns
+    summed in ``x``'s dtype, the run sums in float64 (:func:`.bounds.block_sums`).
 
     Example:
         >>> import torch
         >>> float(chunked_sum(torch.ones(3, 130)))
         390.0
     """
-    cols = x.shape[1] - x.shape[1] % CHUNK
-    total = x[:, cols:].sum(dtype=torch.float64)
-    if cols:
-        total = total + x[:, :cols].unflatten(1, (cols // CHUNK, CHUNK)).sum(2).sum(dtype=torch.float64)
-    return total
+    return block_sums(x, 1, CHUNK, x.dtype).sum()
 
 
 class KernelSum:

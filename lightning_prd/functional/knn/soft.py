@@ -22,7 +22,7 @@ layout or the process split.
 
 Example:
     >>> import torch
-    >>> from lightning_prd.functional.knn.bounds import Bound
+    >>> from lightning_prd.functional.knn.bounds import Bound, block_sum_error, block_sums
     >>> sq = torch.tensor([[1.0, 16.0], [0.25, 6.25]], dtype=torch.float64)  # 2 reals x 2 fakes
     >>> acc = SoftProducts(2, 2, 4.0, 4.0, sq.device)
     >>> acc.update(slice(0, 2), slice(0, 2), sq, Bound(0.0, None, torch.zeros(2, dtype=torch.float64)), None)
@@ -40,7 +40,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.bounds import Bound
+from lightning_prd.functional.knn.bounds import Bound, block_sum_error, block_sums
 from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.points import PointSet
 from lightning_prd.functional.knn.refine import refine_topk
@@ -180,25 +180,11 @@ class SoftProducts:
 
 
 def _block_sum(y: Tensor, dim: int) -> Tuple[Tensor, float]:
-    r"""Sum of ``y`` (terms in ``[0, 1]``) along ``dim`` as float32 sums of blocks of at most
-    :data:`_BLOCK` terms added in float64, and a bound of its rounding error.
-
-    A float32 sum of ``b <= B`` terms in ``[0, 1]``, in any order, is within
-    :math:`\gamma_{B-1} b`, :math:`\gamma_j = j u / (1 - j u)`, ``u = 2^-24`` (Higham, *Accuracy
-    and Stability of Numerical Algorithms*, 2nd ed., (4.4)); the ``n / B + 1`` block sums make
-    at most :math:`(n + B) \gamma_{B-1}`; the float64 sum of the blocks is within the
-    ``4 eps`` per term of the caller.
-    """
-    n = y.shape[dim]
-    size = min(_BLOCK, n)
-    full = n - n % size
-    f32, f64 = torch.float32, torch.float64
-    total = y.narrow(dim, 0, full).unflatten(dim, (full // size, size)).sum(dim + 1, dtype=f32).sum(dim, dtype=f64)
-    if full < n:
-        total += y.narrow(dim, full, n - full).sum(dim, dtype=f32).to(f64)
-    u = 2.0**-24
-    gamma = (size - 1) * u / (1 - (size - 1) * u)
-    return total, (n + size) * gamma
+    """Sum of ``y`` (terms in ``[0, 1]``) along ``dim`` as float32 runs of at most
+    :data:`_BLOCK` terms added in float64 (:func:`.bounds.block_sums`), and a bound of its
+    rounding error (:func:`.bounds.block_sum_error`); the float64 sum of the runs is within
+    the ``4 eps`` per term of the caller."""
+    return block_sums(y, dim, _BLOCK, torch.float32), block_sum_error(y.shape[dim], _BLOCK)
 
 
 def _widen(value: Tensor, thr: float, dtype: torch.dtype) -> Tensor:
