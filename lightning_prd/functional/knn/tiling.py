@@ -55,6 +55,7 @@ def tile_progress(callback: Callable[[], None]) -> Iterator[None]:
     Example:
         >>> import torch
         >>> from lightning_prd.functional import precision_recall
+        >>> from lightning_prd.functional.knn import tile_progress
         >>> ticks = []
         >>> with tile_progress(lambda: ticks.append(1)):
         ...     _ = precision_recall(torch.randn(20, 2), torch.randn(20, 2))
