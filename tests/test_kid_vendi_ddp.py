@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from lightning_prd import GenerativeMetrics
+from lightning_prd.functional import kid as kid_module
 
 from ddp_utils import run_ddp
 
@@ -34,13 +35,27 @@ def _two_epochs(metric, real_parts, fake_parts):
     return results
 
 
+def _counting_mmd2(calls):
+    """``kid.poly_mmd2`` that counts its calls in ``calls`` (one per subset computed)."""
+    original = kid_module.poly_mmd2
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    return counted
+
+
 def _rank_fn(rank, world):
     out = {}
+    calls = [0]
+    kid_module.poly_mmd2 = _counting_mmd2(calls)  # a fresh process per rank: nothing to restore
     for split, parts in SPLITS.items():
         (r0, r1), (f0, f1) = parts[rank]
         for keep in (False, True):
             metric = GenerativeMetrics(reset_real_features=not keep, **OPTS)
             out[(split, keep)] = _two_epochs(metric, [(r0, r1)], [(f0, f1)])
+    out["subsets_computed"] = calls[0]
     return out
 
 
@@ -59,3 +74,10 @@ def test_ddp_equals_one_process(ddp_results, split, keep_real):
             for name in KEYS:
                 # the gathered sets are the single-process sets in the same order: same subsets, same Gram
                 assert float(got[name]) == pytest.approx(float(want[name]), rel=1e-12, abs=1e-15), name
+
+
+def test_ddp_kid_subsets_are_split_between_ranks(ddp_results):
+    # 8 computes per rank (2 splits x 2 settings x 2 epochs) of 7 subsets: rank 0 computes
+    # subsets 0, 2, 4, 6 and rank 1 subsets 1, 3, 5 (one process would compute all 7 each time)
+    computes = 2 * len(SPLITS) * 2
+    assert [r["subsets_computed"] for r in ddp_results] == [computes * 4, computes * 3]

@@ -65,7 +65,7 @@ from lightning_prd.functional.precision_recall import (
     recall_from_pass,
 )
 from lightning_prd.functional.probabilistic import probabilistic_from_pass
-from lightning_prd.functional.top_pr import top_precision_recall
+from lightning_prd.functional.top_pr import top_pr_scores
 from lightning_prd.functional.uncertainty import split_spread
 from lightning_prd.functional.vendi import vendi_score
 
@@ -175,13 +175,13 @@ def scores_from_plan(
     if plan.frechet:
         out["frechet_distance"] = frechet_distance(real, fake)
     if plan.kid is not None:
-        values = kid_scores(real, fake, **plan.kid)
+        values = kid_scores(real, fake, **plan.kid, shard=shard)
         out["kid"], out["kid_std"] = values.mean(), values.std(correction=0)
     if plan.vendi is not None:
         out["vendi"] = vendi_score(fake, **plan.vendi)
         out["vendi_real"] = vendi_score(real, **plan.vendi) if vendi_real is None else vendi_real
     if plan.top_pr is not None:
-        out.update(top_precision_recall(real, fake, **plan.top_pr, block_bytes=block_bytes))
+        out.update(top_pr_scores(real, fake, plan.top_pr, block_bytes=block_bytes, shard=shard))
     return out, res
 
 

@@ -27,6 +27,7 @@ from lightning_prd.functional._validation import (
     check_real,
     check_seed,
 )
+from lightning_prd.functional.knn.shard import Shard
 
 
 def check_kid_options(
@@ -102,14 +103,23 @@ def kid_scores(
     gamma: Optional[float],
     coef: float,
     seed: int,
+    shard: Optional[Shard] = None,
 ) -> Tensor:
-    """The ``[subsets]`` float64 MMD² values of the subsets on validated features (sizes checked)."""
+    """The ``[subsets]`` float64 MMD² values of the subsets on validated features (sizes checked).
+
+    With ``shard`` (every rank holding all features, after a metric's sync), rank ``r`` of ``W``
+    computes the subsets ``s`` with ``s % W == r`` and the values are summed across the ranks
+    (each value is one rank's, the others add 0): every rank gets the single-process values.
+    """
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
-    values = [
-        poly_mmd2(real[ri.to(real.device)], fake[fi.to(fake.device)], degree=degree, gamma=gamma, coef=coef)
-        for ri, fi in _subset_indices(real.shape[0], fake.shape[0], subsets, subset_size, seed)
-    ]
-    return torch.stack(values)
+    draws = _subset_indices(real.shape[0], fake.shape[0], subsets, subset_size, seed)
+    values = torch.zeros(subsets, dtype=torch.float64, device=real.device)
+    for s, (ri, fi) in enumerate(draws):
+        if shard is None or shard.owns(s):
+            values[s] = poly_mmd2(
+                real[ri.to(real.device)], fake[fi.to(fake.device)], degree=degree, gamma=gamma, coef=coef
+            )
+    return values if shard is None else shard.sum(values)
 
 
 def kernel_inception_distance(

@@ -22,6 +22,7 @@ from lightning_prd.functional._validation import (
     check_seed,
 )
 from lightning_prd.functional.knn.kde import cosine_kernel_sums, kth_distance
+from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
 
 #: the bandwidth rules: a true k-NN distance, or the official code's half-row k-th distance
@@ -107,10 +108,10 @@ def _project(x: Tensor, weight: Optional[Tensor], chunk: int = 8192) -> Tensor:
 
 
 def _support(
-    x: Tensor, resamples: Tensor, k: int, rule: str, alpha: float, block_bytes: int, name: str
+    x: Tensor, resamples: Tensor, k: int, rule: str, alpha: float, block_bytes: int, name: str, shard: Optional[Shard]
 ) -> Tuple[float, Tensor, Tensor]:
     """Bandwidth ``h``, density at the set's own points ``p_hat`` ``[n]``, and the band ``c`` (0-dim)."""
-    radii = kth_distance(x, k, rule=rule, block_bytes=block_bytes).sort().values
+    radii = kth_distance(x, k, rule=rule, block_bytes=block_bytes, shard=shard).sort().values
     h = float(radii[max(radii.numel() // 2 - 1, 0)])  # the official code's median index (one host read)
     if h <= 0:
         raise ValueError(
@@ -119,7 +120,7 @@ def _support(
         )
     n = x.shape[0]
     weights = torch.cat([torch.ones(1, n, dtype=torch.float64, device=x.device), _counts(resamples, n, x.device)])
-    sums = cosine_kernel_sums(x, x, h, weights, block_bytes=block_bytes) / n
+    sums = cosine_kernel_sums(x, x, h, weights, block_bytes=block_bytes, shard=shard) / n
     p_hat = sums[:, 0]
     theta = (sums[:, 1:] - p_hat[:, None]).abs().amax(0)  # sup over the points, per replicate
     return h, p_hat, torch.quantile(theta, 1.0 - alpha)
@@ -220,9 +221,18 @@ def top_precision_recall(
     opts = check_top_pr_options(
         alpha=alpha, num_bootstrap=num_bootstrap, projection_dim=projection_dim, k=k, bandwidth=bandwidth, seed=seed
     )
-    alpha, num_bootstrap, projection_dim = opts["alpha"], opts["num_bootstrap"], opts["projection_dim"]
-    k, bandwidth, seed = opts["k"], opts["bandwidth"], opts["seed"]
-    block_bytes = check_block_bytes(block_bytes)
+    return top_pr_scores(real, fake, opts, block_bytes=check_block_bytes(block_bytes))
+
+
+def top_pr_scores(
+    real: Tensor, fake: Tensor, options: Dict[str, Any], *, block_bytes: int, shard: Optional[Shard] = None
+) -> Dict[str, Tensor]:
+    """:func:`top_precision_recall` on validated features and validated ``options`` (the dict of
+    :func:`check_top_pr_options`); with ``shard`` the tile rows are split across the ranks (every
+    rank holding all features, after a metric's sync) and every rank gets the single-process
+    result (:mod:`.knn.kde`)."""
+    alpha, num_bootstrap, projection_dim = options["alpha"], options["num_bootstrap"], options["projection_dim"]
+    k, bandwidth, seed = options["k"], options["bandwidth"], options["seed"]
     dim = real.shape[1]
     work_dim = dim if projection_dim is None else min(dim, projection_dim)
     k = 5 * work_dim if k is None else k
@@ -239,12 +249,12 @@ def top_precision_recall(
     r64, f64 = _project(real, w), _project(fake, w)
     centre = r64.mean(0)
     r64, f64 = r64 - centre, f64 - centre
-    h_r, p_rr, c_r = _support(r64, resamples_r, k, bandwidth, alpha, block_bytes, "real")
-    h_f, p_ff, c_f = _support(f64, resamples_f, k, bandwidth, alpha, block_bytes, "fake")
+    h_r, p_rr, c_r = _support(r64, resamples_r, k, bandwidth, alpha, block_bytes, "real", shard)
+    h_f, p_ff, c_f = _support(f64, resamples_f, k, bandwidth, alpha, block_bytes, "fake", shard)
     ones_r = torch.ones(1, real.shape[0], dtype=torch.float64, device=real.device)
     ones_f = torch.ones(1, fake.shape[0], dtype=torch.float64, device=real.device)
-    p_fr = cosine_kernel_sums(r64, f64, h_f, ones_f, block_bytes=block_bytes)[:, 0] / fake.shape[0]
-    p_rf = cosine_kernel_sums(f64, r64, h_r, ones_r, block_bytes=block_bytes)[:, 0] / real.shape[0]
+    p_fr = cosine_kernel_sums(r64, f64, h_f, ones_f, block_bytes=block_bytes, shard=shard)[:, 0] / fake.shape[0]
+    p_rf = cosine_kernel_sums(f64, r64, h_r, ones_r, block_bytes=block_bytes, shard=shard)[:, 0] / real.shape[0]
     sig_r, sig_f = p_rr > c_r, p_ff > c_f
     precision = (sig_f & (p_rf > c_r)).sum().double() / sig_f.sum().double()
     recall = (sig_r & (p_fr > c_f)).sum().double() / sig_r.sum().double()
@@ -253,4 +263,11 @@ def top_precision_recall(
     return {"top_precision": precision, "top_recall": recall, "top_f1": f1}
 
 
-__all__ = ["BANDWIDTH_RULES", "TOP_PR_DEFAULTS", "check_top_pr_options", "top_pr_draws", "top_precision_recall"]
+__all__ = [
+    "BANDWIDTH_RULES",
+    "TOP_PR_DEFAULTS",
+    "check_top_pr_options",
+    "top_pr_draws",
+    "top_pr_scores",
+    "top_precision_recall",
+]

@@ -32,9 +32,10 @@ class FeatureMetric(Metric):
         block_bytes: memory budget of one distance tile (and of each set's centred working
             copy, made when the set fits it: peak extra memory is at most about 3x this).
         dtype: GEMM dtype for k-NN distances (None: float32, or float64 for float64 features).
-        split_work: under DDP, after the features are gathered, split the distance tiles
-            across the ranks (each computes 1/W of them) and combine the results, instead of
-            every rank computing everything. Every rank still gets the full result.
+        split_work: under DDP, after the features are gathered, split the work across the
+            ranks (each computes 1/W of the k-NN and kernel distance tiles, of KID's subsets and
+            of TopP&R's kernel density tiles) and combine the results, instead of every rank
+            computing everything. Every rank still gets the full result.
         kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the
             uneven-rank gather above).
     """

@@ -12,10 +12,14 @@ distance, so these tiles are plain float64 (on data centred by one shared point,
   x_i\rVert/h)\,[\lVert y - x_i\rVert \le h]` for several weight rows ``W`` at once (the
   plain estimate and all bootstrap replicates from one pass: ``K(D) @ W^T``).
 
-Stage: beside the k-NN stages (imports only torch and :mod:`.tiling`'s memory budget); used
-by :mod:`lightning_prd.functional.top_pr`. No ``N x M`` matrix is formed: a tile holds at most
-``block_bytes`` of float64 values (and a few temporaries of its size). Nothing leaves the
-device until the caller reads the result.
+Stage: beside the k-NN stages (imports only torch, :mod:`.tiling`'s memory budget and
+:mod:`.shard`); used by :mod:`lightning_prd.functional.top_pr`. No ``N x M`` matrix is formed:
+a tile holds at most ``block_bytes`` of float64 values (and a few temporaries of its size).
+Nothing leaves the device until the caller reads the result. Under DDP (``shard``) the rows
+are cut into equal blocks, at least 4 per rank; rank ``r`` of ``W`` computes the blocks ``b``
+with ``b % W == r`` and the per-row results are summed across the ranks (each row is one
+rank's, the others add 0), so every rank holds the same values: those of one process, up to
+the rounding of tile products of other heights.
 
 Example:
     >>> import torch
@@ -32,12 +36,13 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Iterator, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
+from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, even
 
 #: float64 tile temporaries alive at once (squared distances, kernel, mask, top-k buffer)
 _TEMPORARIES = 4
@@ -53,17 +58,39 @@ def _sq_norms(x: Tensor) -> Tensor:
     return (x * x).sum(1)
 
 
-def _tiles(a: Tensor, b: Tensor, side: int, col_start: int = 0) -> Iterator[Tuple[int, int, Tensor]]:
-    """``(i0, j0, tile)`` of squared distances ``|a_i - b_j|^2`` (float64, clamped at 0)."""
+def _row_blocks(n: int, side: int, shard: Optional[Shard]) -> List[Tuple[int, int]]:
+    """This process's row blocks ``(start, stop)`` of ``n`` rows: blocks of ``side`` rows, or with
+    ``shard`` equal blocks, at least 4 per rank, dealt out by ``block % world == rank``."""
+    if shard is not None:
+        side = even(n, min(side, max(1, -(-n // (4 * shard.world)))))
+    blocks = [(i0, min(i0 + side, n)) for i0 in range(0, n, side)]
+    return [b for number, b in enumerate(blocks) if shard is None or shard.owns(number)]
+
+
+def _tiles(a: Tensor, b: Tensor, side: int, blocks: List[Tuple[int, int]]) -> Iterator[Tuple[int, int, Tensor]]:
+    """``(i0, j0, tile)`` of squared distances ``|a_i - b_j|^2`` (float64, clamped at 0) for the
+    rows of ``blocks`` and every column block of ``side`` columns."""
     na, nb = _sq_norms(a), _sq_norms(b)
-    for i0 in range(0, a.shape[0], side):
-        rows = a[i0 : i0 + side]
-        for j0 in range(col_start, b.shape[0], side):
+    for i0, i1 in blocks:
+        rows = a[i0:i1]
+        for j0 in range(0, b.shape[0], side):
             sq = torch.addmm(nb[None, j0 : j0 + side], rows, b[j0 : j0 + side].T, alpha=-2.0)
-            yield i0, j0, (sq + na[i0 : i0 + side, None]).clamp_(min=0.0)
+            yield i0, j0, (sq + na[i0:i1, None]).clamp_(min=0.0)
 
 
-def kth_distance(x: Tensor, k: int, *, rule: str = "knn", block_bytes: int = DEFAULT_BLOCK_BYTES) -> Tensor:
+def _gathered(out: Tensor, blocks: List[Tuple[int, int]], shard: Optional[Shard]) -> Tensor:
+    """Per-row results of this rank's row ``blocks`` (other rows set to 0), summed across the ranks."""
+    if shard is None:
+        return out
+    mine = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
+    for i0, i1 in blocks:
+        mine[i0:i1] = True
+    return shard.sum(out.masked_fill_(~mine.view((-1,) + (1,) * (out.dim() - 1)), 0.0))
+
+
+def kth_distance(
+    x: Tensor, k: int, *, rule: str = "knn", block_bytes: int = DEFAULT_BLOCK_BYTES, shard: Optional[Shard] = None
+) -> Tensor:
     """Distance of each row of centred float64 ``x`` ``[n, d]`` to its k-th neighbour.
 
     ``rule="knn"``: over all other rows (``n`` values; an exact duplicate counts, at distance
@@ -77,7 +104,8 @@ def kth_distance(x: Tensor, k: int, *, rule: str = "knn", block_bytes: int = DEF
     side = _side(block_bytes, extra_cols=k)
     best = torch.full((rows, k), math.inf, dtype=torch.float64, device=x.device)
     col = torch.arange(n, device=x.device)
-    for i0, j0, sq in _tiles(x[:rows], x, side):
+    blocks = _row_blocks(rows, side, shard)
+    for i0, j0, sq in _tiles(x[:rows], x, side, blocks):
         r = torch.arange(i0, i0 + sq.shape[0], device=x.device)[:, None]
         c = col[None, j0 : j0 + sq.shape[1]]
         if half and j0 + sq.shape[1] <= i0 + 1:  # every column j <= i: nothing to merge
@@ -85,11 +113,17 @@ def kth_distance(x: Tensor, k: int, *, rule: str = "knn", block_bytes: int = DEF
         sq = sq.masked_fill(c <= r if half else c == r, math.inf)
         merged = torch.cat([best[i0 : i0 + sq.shape[0]], sq], dim=1)
         best[i0 : i0 + sq.shape[0]] = merged.topk(k, dim=1, largest=False, sorted=True).values
-    return best[:, k - 1].sqrt()
+    return _gathered(best[:, k - 1].sqrt(), blocks, shard)
 
 
 def cosine_kernel_sums(
-    positions: Tensor, data: Tensor, h: float, weights: Tensor, *, block_bytes: int = DEFAULT_BLOCK_BYTES
+    positions: Tensor,
+    data: Tensor,
+    h: float,
+    weights: Tensor,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: Optional[Shard] = None,
 ) -> Tensor:
     r"""``[P, B]`` sums :math:`\sum_i W_{bi} K(\lVert y_p - x_i\rVert / h)` with the cosine kernel.
 
@@ -101,7 +135,8 @@ def cosine_kernel_sums(
     out = torch.zeros(positions.shape[0], weights.shape[0], dtype=torch.float64, device=positions.device)
     side = _side(block_bytes)
     h2, scale = float(h) ** 2, math.pi / (2.0 * float(h))
-    for i0, j0, sq in _tiles(positions, data, side):
+    blocks = _row_blocks(positions.shape[0], side, shard)
+    for i0, j0, sq in _tiles(positions, data, side, blocks):
         kern = torch.where(sq <= h2, torch.cos(sq.sqrt() * scale), 0.0)
         out[i0 : i0 + sq.shape[0]] += kern @ weights[:, j0 : j0 + sq.shape[1]].T
-    return out
+    return _gathered(out, blocks, shard)
