@@ -52,7 +52,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional._engine import PassResult, RealSide, knn_pass, requested
 from lightning_prd.functional._oneclass import train_oneclass
-from lightning_prd.functional._stats import mean64
+from lightning_prd.functional._stats import chunk_rows, mean64
 from lightning_prd.functional._validation import (
     as_features,
     check_int,
@@ -138,11 +138,14 @@ def embedding_center(fn: Any, real_emb: Tensor) -> Optional[Tensor]:
 
 
 def _centre_distance(points: Tensor, centre: Tensor) -> Tensor:
-    """Exact float64 ``||p - centre||`` per row (via :func:`.knn.exact_sq_dist`, in chunks)."""
-    out = torch.empty(points.shape[0], dtype=torch.float64, device=points.device)
-    for s in range(0, points.shape[0], _EMBED_CHUNK):
-        blk = points[s : s + _EMBED_CHUNK]
-        out[s : s + blk.shape[0]] = knn.exact_sq_dist(blk, centre.expand(blk.shape[0], -1))
+    """Exact float64 ``||p - centre||`` per row (via :func:`.knn.exact_sq_dist`, in row chunks
+    sharing one float64 buffer)."""
+    n, rows = points.shape[0], chunk_rows(points.shape[1])
+    out = torch.empty(n, dtype=torch.float64, device=points.device)
+    buf = torch.empty((min(rows, n), points.shape[1]), dtype=torch.float64, device=points.device)
+    for s in range(0, n, rows):
+        blk = points[s : s + rows]
+        out[s : s + blk.shape[0]] = knn.exact_sq_dist(blk, centre, buf)
     return out.sqrt()
 
 

@@ -16,14 +16,14 @@ from lightning_prd.functional._stats import gram64, mean64
 from lightning_prd.functional._validation import as_features, check_pair
 
 
-def _mean_cov(x: Tensor, name: str, chunk: int = 4096) -> Tuple[Tensor, Tensor]:
+def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor]:
     """Float64 mean and unbiased covariance, accumulated in row chunks (no float64 copy of ``x``)."""
     if x.shape[0] < 2:
         raise ValueError(
             f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}"
         )
-    mu = mean64(x, chunk)
-    return mu, gram64(x, centre=mu, chunk=chunk) / (x.shape[0] - 1)
+    mu = mean64(x)
+    return mu, gram64(x, centre=mu) / (x.shape[0] - 1)
 
 
 def frechet_distance_from_moments(mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor) -> Tensor:

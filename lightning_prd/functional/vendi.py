@@ -19,7 +19,7 @@ from typing import Any, Union
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._stats import gram64
+from lightning_prd.functional._stats import gram64, row_chunks
 from lightning_prd.functional._validation import as_features, check_real
 
 
@@ -33,11 +33,11 @@ def check_vendi_order(q: Any) -> float:
         raise ValueError(f'Expected argument `q` to be a number in (0, inf] (or "inf"), but got {q!r}') from None
 
 
-def _gram64(x: Tensor, normalize: bool, chunk: int = 4096) -> Tensor:
+def _gram64(x: Tensor, normalize: bool) -> Tensor:
     """The smaller Gram matrix of the (normalised) rows divided by n, in float64, in row chunks."""
     n, dim = x.shape
     if normalize:
-        norms = torch.cat([x[s : s + chunk].to(torch.float64).norm(dim=1) for s in range(0, n, chunk)])
+        norms = torch.cat([rows.norm(dim=1) for _, rows in row_chunks(x)])
         zero = int((norms == 0).sum())
         if zero:
             raise ValueError(
@@ -49,7 +49,7 @@ def _gram64(x: Tensor, normalize: bool, chunk: int = 4096) -> Tensor:
         if normalize:
             rows = rows / norms[:, None]
         return rows @ rows.T / n
-    return gram64(x, row_divisor=norms if normalize else None, chunk=chunk) / n
+    return gram64(x, row_divisor=norms if normalize else None) / n
 
 
 def vendi_from_eigenvalues(eigenvalues: Tensor, q: float) -> Tensor:

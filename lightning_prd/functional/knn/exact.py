@@ -33,13 +33,18 @@ from lightning_prd.functional.knn.points import PointSet, bound
 from lightning_prd.functional.knn.tiling import tiles
 
 
-def exact_sq_dist(a: Tensor, b: Tensor) -> Tensor:
-    """Float64 ``sum((a - b)^2)`` of matching rows of ``a`` and ``b`` (same shape ``[n, D]``).
+def exact_sq_dist(a: Tensor, b: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
+    """Float64 ``sum((a - b)^2)`` of matching rows of ``a`` and ``b`` (``b`` broadcasts to ``a``'s
+    shape ``[n, D]``); ``buffer``: float64 storage of at least ``n`` rows for the difference,
+    reused across calls (a fresh large allocation per call costs page faults).
 
     float32 inputs widen exactly to float64, so the difference of a row with a bitwise copy
     of itself is exactly 0, and two calls on the same pair give the same bits.
     """
-    diff = a.to(torch.float64, copy=True)
+    if buffer is None:
+        diff = a.to(torch.float64, copy=True)
+    else:
+        diff = buffer[: a.shape[0]].copy_(a)
     diff.sub_(b)
     return diff.square_().sum(-1)
 
