@@ -97,9 +97,11 @@ class PointSet:
         return PointSet(self.original[rows], self.centre, self.sq_norms[rows], centred, screened)
 
 
-def prepare(
-    points: Tensor, centre: Tensor, dtype: torch.dtype, chunk: int = 8192, cache_bytes: int = 0, screens: bool = True
-) -> PointSet:
+#: Values per chunk of the squared norms' temporaries (4-8 MB: they stay in cache).
+NORM_CHUNK_VALUES = 2**20
+
+
+def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, cache_bytes: int = 0, screens: bool = True) -> PointSet:
     """Wrap ``points`` for the GEMM pass: the centre in ``dtype`` and the centred squared norms
     (with a centred working copy when it takes at most ``cache_bytes``, see :func:`with_centred`),
     and the bfloat16 screen rows where the hardware multiplies bfloat16 natively
@@ -108,6 +110,7 @@ def prepare(
     sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
     screened = screen(points, centre) if screens and screen_available(points.device, dtype, *points.shape) else None
     out = with_centred(PointSet(points, centre, sq, screened=screened), cache_bytes)
+    chunk = max(1, NORM_CHUNK_VALUES // max(1, points.shape[1]))
     for s0 in range(0, points.shape[0], chunk):
         sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)
     return out
