@@ -4,7 +4,8 @@ Each rank holds 1/W of the samples; ``compute()`` gathers them, then (``split_wo
 each rank computes 1/W of the work and the results are combined: the distance tiles of the
 k-NN pass (``--scores knn``, the default), KID's subsets (``kid``), TopP&R's kernel density
 tiles (``top_pr``). The table shows compute() wall time per rank with and without the split,
-next to one single-threaded process doing everything.
+next to one single-threaded process doing everything; every process computes once untimed
+first (thread pools, allocator).
 
 Usage::
 
@@ -66,6 +67,7 @@ def _worker(rank, world, port, n, dim, scores, out_dir):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     real, fake = _data(n, dim)
     res = {}
+    _timed_compute(real.chunk(world)[rank], fake.chunk(world)[rank], scores)  # warm-up, not timed
     for split in (True, False):
         dist.barrier()
         # contiguous blocks: the gathered sets are the single-process sets in the same order
@@ -83,6 +85,7 @@ def main(argv=None):
     ap.add_argument("--scores", nargs="+", choices=sorted(SCORES), default=["knn"])
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    _timed_compute(*_data(args.n, args.dim), args.scores)  # warm-up, not timed
     single_t, single_out = _timed_compute(*_data(args.n, args.dim), args.scores)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
