@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Iterator, List, Optional, Tuple
 
 import torch
@@ -46,6 +47,9 @@ from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, even
 
 #: float64 tile temporaries alive at once (squared distances, kernel, mask, top-k buffer)
 _TEMPORARIES = 4
+#: Largest share of a tile's pairs inside the bandwidth for a sparse kernel tile (its row and
+#: column indices and values take 3 tile-size temporaries at most, within the budget).
+SPARSE_SHARE = 0.5
 
 
 def _side(block_bytes: int, extra_cols: int = 0) -> int:
@@ -136,7 +140,27 @@ def cosine_kernel_sums(
     side = _side(block_bytes)
     h2, scale = float(h) ** 2, math.pi / (2.0 * float(h))
     blocks = _row_blocks(positions.shape[0], side, shard)
+    w_cols = weights.T.contiguous()
     for i0, j0, sq in _tiles(positions, data, side, blocks):
-        kern = torch.where(sq <= h2, torch.cos(sq.sqrt() * scale), 0.0)
-        out[i0 : i0 + sq.shape[0]] += kern @ weights[:, j0 : j0 + sq.shape[1]].T
+        out[i0 : i0 + sq.shape[0]] += _kernel_tile(sq, h2, scale) @ w_cols[j0 : j0 + sq.shape[1]]
     return _gathered(out, blocks, shard)
+
+
+def _kernel_tile(sq: Tensor, h2: float, scale: float) -> Tensor:
+    """The cosine kernel ``cos(scale d)`` of the tile's pairs with ``d^2 <= h2``, 0 elsewhere.
+
+    On the CPU, where at most :data:`SPARSE_SHARE` of the pairs are inside (a bandwidth covers
+    a few percent of the set at 10,000 samples in TopP&R's 32-D), a sparse CSR tile: the square
+    root and cosine of those pairs only, and a sparse product (8,000 x 8,000 in 32-D with 11
+    weight rows: 2.2x faster than the dense tile at 5% inside, 1.4x at 45%, even at 60%);
+    otherwise a dense tile."""
+    inside = sq <= h2
+    if sq.device.type != "cpu" or int(inside.sum()) > SPARSE_SHARE * sq.numel():
+        return torch.where(inside, torch.cos(sq.sqrt() * scale), 0.0)
+    rows, cols = inside.nonzero(as_tuple=True)
+    values = sq[rows, cols].sqrt_().mul_(scale).cos_()
+    starts = torch.zeros(sq.shape[0] + 1, dtype=torch.long, device=sq.device)
+    torch.cumsum(torch.bincount(rows, minlength=sq.shape[0]), 0, out=starts[1:])
+    with warnings.catch_warnings():  # torch flags sparse CSR support as beta on construction
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(starts, cols, values, size=sq.shape, check_invariants=False)
