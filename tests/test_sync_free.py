@@ -47,6 +47,26 @@ def _syncs(fn):
     return counter.count, out
 
 
+@pytest.mark.parametrize("static", [True, False])
+# the tiles flag 17, 9 and 9 entries: the log overflows in the first tile, in the third, is exactly full, has room
+@pytest.mark.parametrize("size", [5, 30, 35, 1000])
+def test_pair_log_lists_flagged_entries_in_order(static, size):
+    g = torch.Generator().manual_seed(4)
+    tiles = [(0, 0, (7, 9)), (0, 9, (7, 5)), (7, 0, (3, 14))]  # (first row, first col, shape)
+    log, want = deferred.PairLog(size, torch.device("cpu")), []
+    log._static = static  # nonzero_static, or the prefix sum of devices without it
+    for i0, j0, shape in tiles:
+        flags = torch.randint(0, 8, shape, generator=g, dtype=torch.int32) * (torch.rand(shape, generator=g) < 0.3)
+        log.add(flags, i0, j0)
+        r, c = (flags != 0).nonzero(as_tuple=True)  # row-major, as the log keeps them
+        want += [(i0 + int(a), j0 + int(b), int(flags[a, b])) for a, b in zip(r, c)]
+    got = log.pairs()
+    if len(want) > size:
+        assert got is None and int(log.count) == len(want)
+    else:
+        assert [tuple(t) for t in torch.stack(got, 1).tolist()] == want
+
+
 def test_self_pass_syncs_do_not_grow_with_the_tiles(monkeypatch):
     points = _points()
     want = self_radii(points, [3, 5], [12], block_bytes=1 << 20)

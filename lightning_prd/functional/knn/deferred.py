@@ -49,9 +49,12 @@ def capacity(n: int, m: int) -> int:
 class PairLog:
     """Pairs of a tile loop with nonzero flags, appended on the device without reading a size.
 
-    Each tile's flagged entries get positions from a prefix sum plus the running count (a
-    device scalar); the entries past the capacity are written to one spare slot and only
-    counted, so :meth:`pairs` can tell that the log overflowed.
+    Each tile's flagged entries, in row-major order, are listed by ``torch.nonzero_static``
+    (a fixed-size output, padded: no host synchronisation) and written after the running
+    count (a device scalar); entries past the capacity go to one spare slot and are only
+    counted, so :meth:`pairs` can tell that the log overflowed. Where ``nonzero_static`` has
+    no kernel (CUDA before torch 2.6) positions come from a prefix sum over the whole tile
+    instead: the same log, with more passes over the tile.
     """
 
     def __init__(self, size: int, device: torch.device) -> None:
@@ -63,22 +66,45 @@ class PairLog:
         self.count = torch.zeros((), dtype=torch.long, device=device)
         self.origins: List[Tuple[int, int, int]] = []  # (first row, first col, columns) per tile
         self._arange = torch.arange(0, device=device)
+        self._static = hasattr(torch, "nonzero_static")
 
     def add(self, flags: Tensor, i0: int, j0: int) -> None:
         """Log the entries of the tile ``flags`` (rows from ``i0``, columns from ``j0``) that are
         not 0, in row-major order."""
         flat = flags.reshape(-1)
-        if self._arange.numel() < flat.numel():
-            self._arange = torch.arange(flat.numel(), device=flat.device)
+        if self._static:
+            try:
+                self._add_listed(flat)
+            except NotImplementedError:  # no nonzero_static kernel on this device
+                self._static = False
+        if not self._static:
+            self._add_prefix_sum(flat)
+        self.origins.append((i0, j0, flags.shape[1]))
+
+    def _add_listed(self, flat: Tensor) -> None:
+        """At most ``size`` entries listed by ``nonzero_static``; work past the listing is per slot."""
+        lin = torch.nonzero_static(flat, size=self.size, fill_value=-1).squeeze(1)
+        self._write(lin >= 0, lin, flat[lin.clamp(min=0)], self.size)
+        self.count += torch.count_nonzero(flat)
+
+    def _add_prefix_sum(self, flat: Tensor) -> None:
+        """Every entry's position from a prefix sum of the flags (one pass per step over the tile)."""
         hit = flat != 0
         csum = torch.cumsum(hit, 0)
-        pos = torch.where(hit, csum - 1 + self.count, self.size).clamp_(max=self.size)
-        tile = torch.full((), len(self.origins), dtype=torch.long, device=flat.device)
-        self.lin.scatter_(0, pos, self._arange[: flat.numel()])
-        self.tile.scatter_(0, pos, tile.expand(flat.numel()))
-        self.flags.scatter_(0, pos, flat)
+        self._write(hit, None, flat, flat.numel(), csum - 1)
         self.count += csum[-1]
-        self.origins.append((i0, j0, flags.shape[1]))
+
+    def _write(self, hit: Tensor, lin: Optional[Tensor], flags: Tensor, n: int, rank: Optional[Tensor] = None) -> None:
+        """Write ``n`` candidate entries (tile positions ``lin``, default ``0..n-1``; ``hit``: logged)
+        at ``count + rank`` (``rank`` default ``0..n-1``), the rest to the spare slot."""
+        if self._arange.numel() < n:
+            self._arange = torch.arange(n, device=flags.device)
+        rank = self._arange[:n] if rank is None else rank
+        pos = torch.where(hit, rank + self.count, self.size).clamp_(max=self.size)
+        tile = torch.full((), len(self.origins), dtype=torch.long, device=flags.device)
+        self.lin.scatter_(0, pos, self._arange[:n] if lin is None else lin)
+        self.tile.scatter_(0, pos, tile.expand(n))
+        self.flags.scatter_(0, pos, flags)
 
     def pairs(self) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
         """``(rows, cols, flags)`` of every logged pair, or None when the log overflowed."""
