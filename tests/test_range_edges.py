@@ -1,17 +1,23 @@
-"""Features at the edges of float32's range: every score equals the float64 oracle.
+"""Features at the edges of float32's and float64's ranges: every score equals the float64 oracle or raises.
 
 float32 features whose squared distances pass float32's maximum (``~1e19`` at D = 8), or whose
 squares underflow (``~1e-25``), are computed with float64 tiles (``compute_dtype``,
-``float32_range_ok``); just inside the range float32 tiles are used and stay exact. Scores
+``fits_range``); just inside the range float32 tiles are used and stay exact. Scores
 are compared with the NumPy oracles of ``tests/oracle.py`` (precision, recall, density,
 coverage, realism, Fréchet, authenticity) or, for alpha-precision / beta-recall and PRD, with
 the same function on the float64 copies of the features (no float32 arithmetic at all).
+float64 features whose squared distances would leave float64's range raise ``ValueError``
+(``check_float64_range``); Fréchet, Vendi and KID keep float64 exact by exact power-of-two
+scaling where the score allows it.
 """
+
+import re
 
 import numpy as np
 import pytest
 import torch
 
+import lightning_prd.functional as F
 from lightning_prd.functional import (
     alpha_precision_beta_recall,
     authenticity,
@@ -22,7 +28,8 @@ from lightning_prd.functional import (
     realism_score,
 )
 from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import compute_dtype, float32_range_ok
+from lightning_prd.functional._validation import compute_dtype, fits_range
+from lightning_prd.functional.kid import kid_summary
 
 import oracle
 
@@ -79,11 +86,139 @@ def test_float32_range_rule_at_its_edges():
     for r, ok in ((top * 0.999, True), (top * 1.001, False), (bottom * 1.001, True), (bottom * 0.999, False)):
         x = column.clone()
         x[1, 3] = r
-        assert float32_range_ok(x.float()) is ok, r
+        assert fits_range(x.float()) is ok, r
         assert compute_dtype(x.float(), x.float(), None) == (torch.float32 if ok else torch.float64)
         assert compute_dtype(x.float(), x.float(), torch.float32) == (torch.float32 if ok else torch.float64)
-    assert float32_range_ok(torch.ones(3, dim))  # identical rows: every distance is 0 in float32
+    assert fits_range(torch.ones(3, dim))  # identical rows: every distance is 0 in float32
     # the range counts across both sets: each alone is in range, together they are not
     a, b = torch.zeros(2, dim), torch.zeros(2, dim)
     a[1, 0], b[1, 0] = top * 0.6, -top * 0.6
-    assert float32_range_ok(a) and float32_range_ok(b) and not float32_range_ok(a, b)
+    assert fits_range(a) and fits_range(b) and not fits_range(a, b)
+
+
+# -- float64 features: a range past float64's raises; every score stays exact inside it ---------
+
+
+def test_float64_range_rule_at_its_edges():
+    dim, f64 = 8, torch.finfo(torch.float64)
+    top = (f64.max / (8 * dim)) ** 0.5
+    bottom = (16 * (dim + 2) * f64.tiny / f64.eps) ** 0.5
+    column = torch.zeros(2, dim, dtype=torch.float64)
+    for r, ok in ((top * 0.999, True), (top * 1.001, False), (bottom * 1.001, True), (bottom * 0.999, False)):
+        x = column.clone()
+        x[1, 3] = r
+        assert fits_range(x, dtype=torch.float64) is ok, r
+        if ok:
+            assert compute_dtype(x, x, None) == compute_dtype(x, x, torch.float32) == torch.float64
+        else:
+            with pytest.raises(ValueError, match=re.escape(f"`real` and `fake` span R = {r:.3g}; multiply both sets")):
+                compute_dtype(x, x, None)
+        assert compute_dtype(x.float(), x.float(), torch.float64) == torch.float64  # float32 values always fit
+    inside = column.clone()
+    inside[1, 0] = 1.0
+    outside = column.clone()
+    outside[1, 0] = top * 2
+    with pytest.raises(ValueError, match=r"but `fake` span R = "):
+        compute_dtype(inside, outside, None)
+    # each set alone is in range, together they are not
+    a, b = column.clone(), column.clone()
+    a[1, 0], b[1, 0] = top * 0.6, -top * 0.6
+    with pytest.raises(ValueError, match="`real` and `fake` together span"):
+        compute_dtype(a, b, None)
+
+
+def _pair64(scale: float, n: int = 200, dim: int = 8):
+    g = torch.Generator().manual_seed(0)
+    real = torch.randn(n, dim, generator=g, dtype=torch.float64)
+    fake = torch.randn(n, dim, generator=g, dtype=torch.float64) * 1.2 + 0.3
+    return real * scale, fake * scale
+
+
+#: every score computed from distances between the two sets (each scale-free)
+DISTANCE_SCORES = {
+    "precision_recall": lambda r, f: precision_recall(r, f),
+    "density_coverage": lambda r, f: density_coverage(r, f),
+    "realism_score": lambda r, f: realism_score(r, f),
+    "authenticity": lambda r, f: authenticity(r, f),
+    "alpha_precision_beta_recall": lambda r, f: alpha_precision_beta_recall(r, f, num_alphas=5),
+    "prd_curve": lambda r, f: prd_curve(r, f, num_clusters=5, num_runs=2, num_angles=11),
+    "precision_recall_cover": lambda r, f: F.precision_recall_cover(r, f),
+    "probabilistic_precision_recall": lambda r, f: F.probabilistic_precision_recall(r, f),
+    "top_precision_recall": lambda r, f: F.top_precision_recall(r, f, num_bootstrap=2),
+    "generative_metrics": lambda r, f: F.generative_metrics(r, f, frechet=False),
+    "audit_samples": lambda r, f: F.audit_samples(r, f),
+    "cmmd": lambda r, f: F.cmmd(r, f),
+}
+
+
+@pytest.mark.parametrize("scale", [1e160, 1e-150])
+@pytest.mark.parametrize("name", list(DISTANCE_SCORES))
+def test_float64_features_past_float64s_range_raise(name, scale):
+    """These used to return wrong numbers silently (squared distances overflowed to inf or
+    underflowed to 0)."""
+    with pytest.raises(ValueError, match=r"span R = .*float64's range|float64's range.*span R ="):
+        DISTANCE_SCORES[name](*_pair64(scale))
+
+
+@pytest.mark.parametrize("scale", [1e150, 1e-140])
+def test_float64_knn_scores_equal_the_oracle_just_inside_float64s_range(scale):
+    real, fake = _pair64(scale)
+    r, f = real.numpy(), fake.numpy()
+    got = [float(v) for v in precision_recall(real, fake, k=3) + density_coverage(real, fake, k=5)]
+    expected = [float(v) for v in oracle.precision_recall(r, f, 3) + oracle.density_coverage(r, f, 5)]
+    assert got == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(realism_score(real, fake, k=3).numpy(), oracle.realism(r, f, 3), rtol=1e-12)
+    assert float(authenticity(real, fake)) == pytest.approx(_oracle_authenticity(r, f), rel=1e-12)
+    unit = _pair64(1.0)
+    for key, value in alpha_precision_beta_recall(real, fake, num_alphas=5).items():  # scale-free curves
+        if key in ("alpha_precision_curve", "beta_recall_curve", "authenticity"):
+            np.testing.assert_array_equal(value.numpy(), alpha_precision_beta_recall(*unit, num_alphas=5)[key].numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1e-140, 1e-30, 1e30, 1e100, 1e150])
+def test_frechet_distance_scales_with_the_square_of_the_scale(dtype, scale):
+    """Covariances are formed on features scaled by an exact power of two: ``eigh`` no longer
+    fails (float64 x 1e100 raised ``LinAlgError``) and tiny features keep their digits."""
+    if dtype == torch.float32 and not 1e-30 <= scale <= 1e30:
+        return  # beyond float32's range
+    real, fake = _pair64(1.0)
+    base = oracle.frechet(real.to(dtype).double().numpy(), fake.to(dtype).double().numpy())
+    got = float(frechet_distance((real * scale).to(dtype), (fake * scale).to(dtype)))
+    if dtype == torch.float64:
+        assert got == pytest.approx(base * scale * scale, rel=1e-9)
+    else:  # float32 rounding of the scaled values
+        assert got == pytest.approx(base * scale * scale, rel=1e-5)
+
+
+def test_frechet_distance_beyond_float64_raises_and_is_never_negative():
+    real, fake = _pair64(1e160)
+    with pytest.raises(ValueError, match="Fréchet distance lies within float64's range.*scales by c\\^2"):
+        frechet_distance(real, fake)
+    for x in _pair64(1.0) + _pair64(1e-3):
+        assert float(frechet_distance(x, x)) >= 0.0  # rounding of equal Gaussians used to give -1e-15
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-30, 1e30, 1e200])
+def test_vendi_of_normalised_rows_does_not_depend_on_the_scale(scale):
+    x = _pair64(1.0)[1]
+    assert float(F.vendi_score(x * scale)) == pytest.approx(float(F.vendi_score(x)), rel=1e-12)
+    assert float(F.vendi_score(x * scale, q=2)) == pytest.approx(float(F.vendi_score(x, q=2)), rel=1e-12)
+
+
+def test_vendi_of_raw_rows_past_float64_raises():
+    with pytest.raises(ValueError, match="`features` to have rows whose squared norms fit float64's range"):
+        F.vendi_score(_pair64(1e160)[1], normalize=False)
+
+
+def test_kid_kernel_past_float64_raises_and_its_summary_does_not_overflow():
+    real, fake = _pair64(1e60)
+    with pytest.raises(ValueError, match=r"polynomial kernel .* fits float64's range, but the largest row norm of `"):
+        F.kernel_inception_distance(real, fake, subsets=3, subset_size=50)
+    # kernel values ~1e180: every MMD^2 is finite, and so are their mean and spread (squares ~1e360)
+    mean, std = F.kernel_inception_distance(*_pair64(1e30), subsets=4, subset_size=50)
+    assert torch.isfinite(mean) and torch.isfinite(std) and float(std) > 0
+    values = torch.tensor([1e200, -1e200, 3e200], dtype=torch.float64)
+    mean, std = kid_summary(values)
+    assert float(mean) == pytest.approx(1e200, rel=1e-15)
+    assert float(std) == pytest.approx(2e200 * (2 / 3) ** 0.5, rel=1e-15)  # deviations 0, -2e200, 2e200

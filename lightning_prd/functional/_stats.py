@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Iterator, Optional, Tuple
 
 import torch
@@ -35,14 +36,36 @@ def mean64(x: Tensor) -> Tensor:
     return total / x.shape[0]
 
 
-def gram64(x: Tensor, *, centre: Optional[Tensor] = None, row_divisor: Optional[Tensor] = None) -> Tensor:
-    """Float64 ``[D, D]`` sum of ``z_i z_i^T`` over the rows ``z_i = (x_i - centre) / row_divisor_i``
+def gram64(
+    x: Tensor, *, centre: Optional[Tensor] = None, scale: float = 1.0, row_divisor: Optional[Tensor] = None
+) -> Tensor:
+    """Float64 ``[D, D]`` sum of ``z_i z_i^T`` over the rows ``z_i = scale (x_i - centre) / row_divisor_i``
     (each part optional), accumulated in row chunks (no float64 copy of ``x``)."""
     gram = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
     for s, rows in row_chunks(x):
         if centre is not None:
             rows.sub_(centre)
+        if scale != 1.0:
+            rows.mul_(scale)
         if row_divisor is not None:
             rows.div_(row_divisor[s : s + rows.shape[0], None])
         gram.addmm_(rows.T, rows)
     return gram
+
+
+#: feature ranges inside ``[2^-SAFE_EXPONENT, 2^SAFE_EXPONENT]`` keep float64 moments and their
+#: eigendecompositions far from overflow and underflow; others are scaled by a power of two
+SAFE_EXPONENT = 100
+
+
+def unit_scale(r: float) -> float:
+    """A power of two ``s`` with ``s r`` in ``[0.5, 1)`` when ``r`` is outside
+    ``[2^-SAFE_EXPONENT, 2^SAFE_EXPONENT]`` (or 0); else 1. Multiplying by ``s`` is exact.
+
+    Example:
+        >>> unit_scale(3.0), unit_scale(0.0), 0.5 <= unit_scale(3e40) * 3e40 < 1
+        (1.0, 1.0, True)
+    """
+    if r == 0 or 2.0**-SAFE_EXPONENT <= r <= 2.0**SAFE_EXPONENT:
+        return 1.0
+    return math.ldexp(1.0, -max(-1000, min(1000, math.frexp(r)[1])))

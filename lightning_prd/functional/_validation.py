@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-_UPCAST = (torch.float16, torch.bfloat16)
+#: narrow float dtypes, widened to float32 without loss (the float8 kinds this torch has)
+_UPCAST = (torch.float16, torch.bfloat16) + tuple(
+    getattr(torch, name)
+    for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if hasattr(torch, name)
+)
 
 
 def check_int(value: Any, name: str, *, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
@@ -119,9 +124,11 @@ def torch_compatible(array: np.ndarray) -> np.ndarray:
 def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     """Convert ``x`` to a finite floating ``[n, D]`` tensor.
 
-    float16/bfloat16 are upcast to float32; integer, bool and complex inputs raise
+    float16/bfloat16/float8 are upcast to float32; integer, bool and complex inputs, sparse
+    tensors and arrays of dtypes torch lacks (``numpy.longdouble``) raise
     ``TypeError`` (features are continuous embeddings; cast them explicitly if meant).
-    Non-contiguous inputs are copied to a contiguous tensor.
+    Non-contiguous inputs are copied to a contiguous tensor; tensors that require grad are
+    detached (no score is differentiable).
     """
     if isinstance(x, np.ndarray):
         x = torch_compatible(x)
@@ -129,9 +136,18 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
         try:
             x = torch.as_tensor(x)
         except Exception as err:  # noqa: BLE001 - re-raised with the argument name
+            dtype = getattr(x, "dtype", None)
+            held = (
+                "" if dtype is None else f" of dtype {dtype}, which torch cannot hold (cast it to float64 or float32)"
+            )
             raise TypeError(
-                f"Expected argument `{name}` to be a tensor or array of features, but got {type(x).__name__}"
+                f"Expected argument `{name}` to be a tensor or array of features, but got {type(x).__name__}{held}"
             ) from err
+    if x.layout != torch.strided:
+        raise TypeError(
+            f"Expected argument `{name}` to be a dense tensor, but got layout {x.layout}; convert it with `.to_dense()`"
+        )
+    x = x.detach()
     if not x.is_floating_point():
         raise TypeError(
             f"Expected argument `{name}` to hold floating-point features, but got dtype {x.dtype}; "
@@ -181,49 +197,99 @@ def check_min_samples(x: Tensor, k: int, name: str, k_name: str = "k") -> None:
         )
 
 
-def float32_range_ok(*sets: Tensor) -> bool:
-    """Whether float32 tiles of these ``[n, D]`` feature sets stay within float32's range.
+def value_range(*sets: Tensor) -> float:
+    """``R = max_j (max x_j - min x_j)``: the largest column range over all the ``[n, D]`` sets, in float64."""
+    lo = torch.stack([x.amin(0) for x in sets]).amin(0).to(torch.float64)
+    hi = torch.stack([x.amax(0) for x in sets]).amax(0).to(torch.float64)
+    return float((hi - lo).max())
+
+
+def range_limits(dim: int, dtype: torch.dtype) -> Tuple[float, float]:
+    """The feature ranges ``R`` (:func:`value_range`) for which tiles of ``dtype`` stay within its range.
 
     Tiles are GEMMs on features centred by a point inside their range, so every centred entry
-    is at most ``R = max_j (max x_j - min x_j)`` (over all sets) in magnitude, every squared
-    norm, product sum and squared distance at most ``4 D R^2``. float32 is safe when
+    is at most ``R`` in magnitude, every squared norm, product sum and squared distance at most
+    ``4 D R^2``. ``dtype`` is safe when
 
-    * ``8 D R^2 <= float32 max`` (no overflow, with a factor 2 to spare), and
+    * ``8 D R^2 <= max`` (no overflow, with a factor 2 to spare), and
     * ``eps R^2 >= 16 (D + 2) tiny`` (the products lost to underflow, at most ``tiny`` each,
-      stay far below the float32 rounding margin ``~ eps R^2``; else most decisions would fall
-      to float64 one pair at a time),
+      stay far below the rounding margin ``~ eps R^2``; else most decisions would fall to
+      float64 one pair at a time, or the squared distances themselves would underflow),
 
-    or ``R = 0`` (identical rows: every distance is exactly 0). One column-wise min/max per
-    set decides, before any tile is computed.
+    or ``R = 0`` (identical rows: every distance is exactly 0).
 
     Example:
         >>> import torch
-        >>> float32_range_ok(torch.randn(5, 8)), float32_range_ok(torch.randn(5, 8) * 1e19)
-        (True, False)
-        >>> float32_range_ok(torch.randn(5, 8) * 1e-25)
-        False
+        >>> ["%.1e" % v for v in range_limits(8, torch.float32)]
+        ['4.0e-15', '2.3e+18']
+        >>> ["%.1e" % v for v in range_limits(8, torch.float64)]
+        ['1.3e-145', '1.7e+153']
     """
-    lo = torch.stack([x.amin(0) for x in sets]).amin(0).to(torch.float64)
-    hi = torch.stack([x.amax(0) for x in sets]).amax(0).to(torch.float64)
-    r = float((hi - lo).max())
-    if r == 0:
-        return True
-    dim, f32 = sets[0].shape[1], torch.finfo(torch.float32)
-    return 8 * dim * r * r <= f32.max and f32.eps * r * r >= 16 * (dim + 2) * f32.tiny
+    info = torch.finfo(dtype)
+    return math.sqrt(16 * (dim + 2) * info.tiny / info.eps), math.sqrt(info.max / (8 * dim))
+
+
+def _inside(r: float, dim: int, dtype: torch.dtype) -> bool:
+    low, high = range_limits(dim, dtype)
+    return r == 0 or low <= r <= high
+
+
+def fits_range(*sets: Tensor, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether tiles of ``dtype`` on these ``[n, D]`` feature sets stay within its range
+    (:func:`range_limits`). One column-wise min/max per set decides, before any tile is computed.
+
+    Example:
+        >>> import torch
+        >>> fits_range(torch.randn(5, 8)), fits_range(torch.randn(5, 8) * 1e19)
+        (True, False)
+        >>> fits_range(torch.randn(5, 8) * 1e-25), fits_range(torch.randn(5, 8).double() * 1e-25, dtype=torch.float64)
+        (False, True)
+    """
+    return _inside(value_range(*sets), sets[0].shape[1], dtype)
+
+
+def _float64_range_error(real: Tensor, fake: Tensor, scores: str) -> ValueError:
+    """The error for features whose range leaves float64's (:func:`range_limits`), naming the set(s) at fault."""
+    alone = [(name, x) for name, x in (("real", real), ("fake", fake)) if not fits_range(x, dtype=torch.float64)]
+    named = alone or [("real", real), ("fake", fake)]
+    names = " and ".join(f"`{name}`" for name, _ in named) + ("" if alone else " together")
+    low, high = range_limits(real.shape[1], torch.float64)
+    return ValueError(
+        f"Expected features whose range R (the largest column max - min) lies in [{low:.3g}, {high:.3g}] for "
+        f"{real.shape[1]} features, where squared distances stay within float64's range, but {names} span "
+        f"R = {value_range(*(x for _, x in named)):.3g}; multiply both sets by one common factor "
+        f"({scores} do not depend on it)"
+    )
+
+
+def check_float64_range(real: Tensor, fake: Tensor, *, scores: str = "the k-NN scores") -> None:
+    """Raise ``ValueError`` when even float64 tiles of ``real`` and ``fake`` would leave float64's
+    range (:func:`range_limits`: features spanning more than ``~1e150`` or less than ``~1e-145``;
+    only float64 features can, float32 values always fit). The message names the set(s) at
+    fault and the remedy: a common factor, on which ``scores`` do not depend."""
+    if not fits_range(real, fake, dtype=torch.float64):
+        raise _float64_range_error(real, fake, scores)
 
 
 def compute_dtype(real: Tensor, fake: Tensor, dtype: Optional[torch.dtype]) -> torch.dtype:
     """The dtype of the distance tiles: float64 when asked for, when either input is float64,
-    or when the features' range would leave float32's (:func:`float32_range_ok`: squared
-    distances past float32's maximum, or so small that underflow swamps them; float32 is then
-    widened to float64, even when asked for); else float32."""
+    or when the features' range would leave float32's (:func:`fits_range`: squared distances
+    past float32's maximum, or so small that underflow swamps them; float32 is then widened to
+    float64, even when asked for); else float32. float64 features whose range would leave even
+    float64's raise ``ValueError`` (:func:`check_float64_range`)."""
     if dtype is not None and dtype not in (torch.float32, torch.float64):
         raise ValueError(f"Expected argument `dtype` to be torch.float32 or torch.float64, but got {dtype}")
+    wide = torch.float64 in (real.dtype, fake.dtype)
     if dtype is None:
-        dtype = torch.float64 if torch.float64 in (real.dtype, fake.dtype) else torch.float32
-    if dtype == torch.float32 and not float32_range_ok(real, fake):
-        return torch.float64
-    return dtype
+        dtype = torch.float64 if wide else torch.float32
+    if dtype == torch.float64 and not wide:  # float32 values always fit float64's range
+        return dtype
+    r, dim = value_range(real, fake), real.shape[1]
+    if dtype == torch.float32 and _inside(r, dim, torch.float32):
+        return dtype
+    if wide and not _inside(r, dim, torch.float64):
+        raise _float64_range_error(real, fake, "the k-NN scores")
+    return torch.float64
 
 
 def check_block_bytes(block_bytes: Any) -> int:

@@ -2,7 +2,9 @@
 
 Reference: M. Heusel et al., "GANs Trained by a Two Time-Scale Update Rule Converge to a
 Local Nash Equilibrium", NeurIPS 2017. Computed in float64 from features; covariances use the
-unbiased ``1 / (n - 1)`` normalisation, as ``numpy.cov`` and torchmetrics' FID do.
+unbiased ``1 / (n - 1)`` normalisation, as ``numpy.cov`` and torchmetrics' FID do. Features of
+extreme range (beyond ``2^±100``) are scaled by an exact power of two before their moments are
+formed, so any finite features whose distance fits float64 give it; the rest raise ``ValueError``.
 """
 
 from __future__ import annotations
@@ -12,33 +14,54 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._stats import gram64, mean64
-from lightning_prd.functional._validation import as_features, check_pair
+from lightning_prd.functional._stats import gram64, mean64, unit_scale
+from lightning_prd.functional._validation import as_features, check_pair, value_range
 
 
-def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor]:
-    """Float64 mean and unbiased covariance, accumulated in row chunks (no float64 copy of ``x``)."""
+def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor, float]:
+    """Float64 mean ``mu``, the unbiased covariance of ``s x`` and ``s``, accumulated in row chunks
+    (no float64 copy of ``x``). ``s`` is a power of two (exact) that brings the features' range
+    near 1 when it is extreme (:func:`~lightning_prd.functional._stats.unit_scale`), so the
+    covariance neither overflows nor underflows; 1 for ordinary features."""
     if x.shape[0] < 2:
         raise ValueError(
             f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}"
         )
     mu = mean64(x)
-    return mu, gram64(x, centre=mu) / (x.shape[0] - 1)
+    scale = unit_scale(value_range(x))
+    return mu, gram64(x, centre=mu, scale=scale) / (x.shape[0] - 1), scale
 
 
-def frechet_distance_from_moments(mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor) -> Tensor:
-    r"""``||mu_r - mu_f||^2 + Tr(S_r + S_f - 2 (S_r S_f)^{1/2})`` in float64.
+def frechet_distance_from_moments(
+    mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor, scale_r: float = 1.0, scale_f: float = 1.0
+) -> Tensor:
+    r"""``||mu_r - mu_f||^2 + Tr(S_r + S_f - 2 (S_r S_f)^{1/2})`` in float64, clamped at 0.
 
-    The trace of the matrix square root is the sum of square roots of the eigenvalues of the
-    symmetric PSD matrix ``S_r^{1/2} S_f S_r^{1/2}`` (same spectrum as ``S_r S_f``), which
-    avoids the complex-valued ``sqrtm`` of a non-symmetric product.
+    ``cov_r`` and ``cov_f`` are the covariances of the features multiplied by ``scale_r`` and
+    ``scale_f`` (``S = cov / scale^2``; each term is unscaled separately, so the two sets may
+    differ in scale). The trace of the matrix square root is the sum of square roots of the
+    eigenvalues of the symmetric PSD matrix ``S_r^{1/2} S_f S_r^{1/2}`` (same spectrum as
+    ``S_r S_f``), which avoids the complex-valued ``sqrtm`` of a non-symmetric product. Rounding
+    can make the formula slightly negative for equal Gaussians; the distance is clamped at 0.
     """
     ev, vec = torch.linalg.eigh(cov_r)
     root_r = (vec * ev.clamp(min=0).sqrt()) @ vec.T
     inner = root_r @ cov_f @ root_r
     tr_sqrt = torch.linalg.eigvalsh((inner + inner.T) / 2).clamp(min=0).sqrt().sum()
     diff = mu_r - mu_f
-    return diff.dot(diff) + torch.trace(cov_r) + torch.trace(cov_f) - 2 * tr_sqrt
+    unit = unit_scale(float(diff.abs().max()))  # |diff|^2 without overflow or underflow
+    mean_term = (diff * unit).dot(diff * unit) / unit / unit
+    trace_r = torch.trace(cov_r) / scale_r / scale_r
+    trace_f = torch.trace(cov_f) / scale_f / scale_f
+    total = mean_term + trace_r + trace_f - 2 * (tr_sqrt / scale_r / scale_f)
+    if not bool(torch.isfinite(total)):
+        variance = max(float(cov.diagonal().max()) / s / s for cov, s in ((cov_r, scale_r), (cov_f, scale_f)))
+        raise ValueError(
+            "Expected features whose Fréchet distance lies within float64's range, but the means differ by "
+            f"{float(diff.abs().max()):.3g} and the variances are up to {variance:.3g}; "
+            "multiply both sets by one common factor c (the distance scales by c^2)"
+        )
+    return total.clamp(min=0)
 
 
 def frechet_distance(real: Any, fake: Any) -> Tensor:
@@ -68,4 +91,6 @@ def frechet_distance(real: Any, fake: Any) -> Tensor:
     real = as_features(real, "real")
     fake = as_features(fake, "fake")
     check_pair(real, fake)
-    return frechet_distance_from_moments(*_mean_cov(real, "real"), *_mean_cov(fake, "fake"))
+    mu_r, cov_r, scale_r = _mean_cov(real, "real")
+    mu_f, cov_f, scale_f = _mean_cov(fake, "fake")
+    return frechet_distance_from_moments(mu_r, cov_r, mu_f, cov_f, scale_r, scale_f)

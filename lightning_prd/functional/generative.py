@@ -53,7 +53,7 @@ from lightning_prd.functional.density_coverage import (
     density_from_pass,
 )
 from lightning_prd.functional.frechet import frechet_distance
-from lightning_prd.functional.kid import kid_scores
+from lightning_prd.functional.kid import kid_scores, kid_summary
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.pr_cover import cover_from_pass
 from lightning_prd.functional.prd import (
@@ -67,7 +67,7 @@ from lightning_prd.functional.precision_recall import (
 from lightning_prd.functional.probabilistic import probabilistic_from_pass
 from lightning_prd.functional.top_pr import top_pr_scores
 from lightning_prd.functional.uncertainty import split_spread
-from lightning_prd.functional.vendi import vendi_score
+from lightning_prd.functional.vendi import vendi_of
 
 __all__ = [
     "ALPHA_BETA_DEFAULTS",
@@ -176,10 +176,10 @@ def scores_from_plan(
         out["frechet_distance"] = frechet_distance(real, fake)
     if plan.kid is not None:
         values = kid_scores(real, fake, **plan.kid, shard=shard)
-        out["kid"], out["kid_std"] = values.mean(), values.std(correction=0)
+        out["kid"], out["kid_std"] = kid_summary(values)
     if plan.vendi is not None:
-        out["vendi"] = vendi_score(fake, **plan.vendi)
-        out["vendi_real"] = vendi_score(real, **plan.vendi) if vendi_real is None else vendi_real
+        out["vendi"] = vendi_of(fake, name="fake", **plan.vendi)
+        out["vendi_real"] = vendi_of(real, name="real", **plan.vendi) if vendi_real is None else vendi_real
     if plan.top_pr is not None:
         out.update(top_pr_scores(real, fake, plan.top_pr, block_bytes=block_bytes, shard=shard))
     return out, res

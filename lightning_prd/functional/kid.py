@@ -14,11 +14,13 @@ its ``compute()`` gives the very same subsets), and every subset's MMD² is comp
 
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from lightning_prd.functional._stats import row_chunks, unit_scale
 from lightning_prd.functional._validation import (
     as_features,
     check_int,
@@ -93,6 +95,41 @@ def poly_mmd2(
     return same / (m * (m - 1)) - 2 * cross / (m * m)
 
 
+def _max_norm(x: Tensor) -> float:
+    """The largest L2 row norm of ``x`` in float64 (inf when it overflows)."""
+    return max(float(rows.norm(dim=1).max()) for _, rows in row_chunks(x))
+
+
+def check_kernel_range(
+    real: Tensor, fake: Tensor, *, subset_size: int, degree: int, gamma: Optional[float], coef: float
+) -> None:
+    r"""Raise ``ValueError`` when a subset's kernel sums could overflow float64.
+
+    Every kernel value is at most :math:`(\gamma B^2 + c)^d` in magnitude, with :math:`B` the
+    largest row norm of the two sets (Cauchy-Schwarz; the diagonal of a set's own kernel
+    reaches it), and each MMD² sums ``3 m^2`` of them. The test needs one pass over the
+    features and is the same on every rank."""
+    gamma = 1.0 / real.shape[1] if gamma is None else gamma
+    (largest, name) = max((_max_norm(real), "real"), (_max_norm(fake), "fake"))
+    base = gamma * largest * largest + coef  # inf when it overflows
+    log_bound = degree * math.log(base) if base > 0 else -math.inf
+    if log_bound + math.log(3 * subset_size * subset_size) > math.log(torch.finfo(torch.float64).max):
+        raise ValueError(
+            f"Expected features whose polynomial kernel (gamma x.y + coef)^degree fits float64's range, but the "
+            f"largest row norm of `{name}` is {largest:.3g} (gamma = {gamma:.3g}, coef = {coef:g}, "
+            f"degree = {degree}), so the kernel reaches ~1e{log_bound / math.log(10):.0f}; scale the features "
+            "down (KID, unlike the k-NN scores, depends on their scale)"
+        )
+
+
+def kid_summary(values: Tensor) -> Tuple[Tensor, Tensor]:
+    """Mean and population standard deviation of the subsets' MMD² values, formed on values
+    scaled by an exact power of two so that their squares cannot overflow."""
+    scale = unit_scale(float(values.abs().max()))
+    scaled = values * scale
+    return scaled.mean() / scale, scaled.std(correction=0) / scale
+
+
 def kid_scores(
     real: Tensor,
     fake: Tensor,
@@ -112,6 +149,7 @@ def kid_scores(
     (each value is one rank's, the others add 0): every rank gets the single-process values.
     """
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
+    check_kernel_range(real, fake, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef)
     draws = _subset_indices(real.shape[0], fake.shape[0], subsets, subset_size, seed)
     values = torch.zeros(subsets, dtype=torch.float64, device=real.device)
     for s, (ri, fi) in enumerate(draws):
@@ -179,4 +217,4 @@ def kernel_inception_distance(
     values = kid_scores(
         real, fake, subsets=subsets, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef, seed=seed
     )
-    return values.mean(), values.std(correction=0)
+    return kid_summary(values)

@@ -16,6 +16,7 @@ from torch import Tensor
 from lightning_prd.functional._validation import (
     as_features,
     check_block_bytes,
+    check_float64_range,
     check_pair,
     check_positive_int,
     check_real,
@@ -249,6 +250,7 @@ def top_pr_scores(
     r64, f64 = _project(real, w), _project(fake, w)
     centre = r64.mean(0)
     r64, f64 = r64 - centre, f64 - centre
+    check_float64_range(r64, f64, scores="TopP&R's scores, computed after its random projection,")
     h_r, p_rr, c_r = _support(r64, resamples_r, k, bandwidth, alpha, block_bytes, "real", shard)
     h_f, p_ff, c_f = _support(f64, resamples_f, k, bandwidth, alpha, block_bytes, "fake", shard)
     ones_r = torch.ones(1, real.shape[0], dtype=torch.float64, device=real.device)

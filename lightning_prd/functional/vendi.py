@@ -33,15 +33,23 @@ def check_vendi_order(q: Any) -> float:
         raise ValueError(f'Expected argument `q` to be a number in (0, inf] (or "inf"), but got {q!r}') from None
 
 
-def _gram64(x: Tensor, normalize: bool) -> Tensor:
+def _row_norms(rows: Tensor) -> Tensor:
+    """L2 norms of float64 rows without overflow or underflow of their squares: each row is
+    scaled by the power of two of its largest entry (exact) before squaring, then unscaled."""
+    exponent = torch.frexp(rows.abs().amax(1)).exponent.clamp(-1000, 1000)
+    scale = torch.ldexp(torch.ones_like(rows[:, 0]), -exponent)
+    return (rows * scale[:, None]).norm(dim=1) / scale
+
+
+def _gram64(x: Tensor, normalize: bool, name: str) -> Tensor:
     """The smaller Gram matrix of the (normalised) rows divided by n, in float64, in row chunks."""
     n, dim = x.shape
     if normalize:
-        norms = torch.cat([rows.norm(dim=1) for _, rows in row_chunks(x)])
+        norms = torch.cat([_row_norms(rows) for _, rows in row_chunks(x)])
         zero = int((norms == 0).sum())
         if zero:
             raise ValueError(
-                f"Expected argument `features` to have no all-zero row when `normalize=True` "
+                f"Expected argument `{name}` to have no all-zero row when `normalize=True` "
                 f"(a zero vector has no direction), but got {zero} of {n}"
             )
     if n <= dim:
@@ -100,7 +108,17 @@ def vendi_score(features: Any, *, q: Union[float, str] = 1, normalize: bool = Tr
     q = check_vendi_order(q)
     if not isinstance(normalize, bool):
         raise ValueError(f"Expected argument `normalize` to be a bool, but got {normalize!r}")
-    x = as_features(features, "features")
-    eigenvalues = torch.linalg.eigvalsh(_gram64(x, normalize))
+    return vendi_of(as_features(features, "features"), q=q, normalize=normalize, name="features")
+
+
+def vendi_of(x: Tensor, *, q: float, normalize: bool, name: str) -> Tensor:
+    """:func:`vendi_score` of validated features ``x`` and options; errors name the argument ``name``."""
+    gram = _gram64(x, normalize, name)
+    if not bool(torch.isfinite(gram).all()):  # only unnormalised rows of norm past ~1e154 get here
+        raise ValueError(
+            f"Expected argument `{name}` to have rows whose squared norms fit float64's range when "
+            "`normalize=False`, but they overflow; scale the features down (or pass `normalize=True`)"
+        )
+    eigenvalues = torch.linalg.eigvalsh(gram)
     tol = eigenvalues.shape[0] * torch.finfo(torch.float64).eps * eigenvalues.abs().max()
     return vendi_from_eigenvalues(torch.where(eigenvalues > tol, eigenvalues, torch.zeros_like(eigenvalues)), q)
