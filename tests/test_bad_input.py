@@ -7,6 +7,8 @@ the contiguous result. Other files test each function's own options in depth; th
 that no entry point is missed.
 """
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -207,6 +209,93 @@ def test_filter_fake_rejects_bad_thresholds():
             F.filter_fake(fake, audit, **kwargs)
     with pytest.raises(ValueError, match="`fake` to hold 40 samples like the audit, but got 5"):
         F.filter_fake(fake[:5], audit)
+
+
+def test_filter_fake_rejects_an_audit_that_is_not_one():
+    real, fake = _data()
+    audit = F.audit_samples(real, fake)
+    for bad, kwargs, match in [
+        ({}, {}, r"`audit` to be the dict returned by `audit_samples`.*`audit\['copy_ratio'\]`.*no such key"),
+        ([1, 2], {}, "`audit` to be the dict returned by `audit_samples`, but got list"),
+        ({**audit, "realism": None}, dict(fidelity="realism"), r"`audit\['realism'\]` of 40 entries.*NoneType"),
+        ({**audit, "inside_precision": audit["inside_precision"][:3]}, {}, r"of 40 entries, but got Tensor \(3,\)"),
+        ({k: v for k, v in audit.items() if k != "alpha_typicality"}, dict(max_alpha=0.5), "alpha_typicality"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            F.filter_fake(fake, bad, **kwargs)
+    kept, mask = F.filter_fake(fake, audit, fidelity="realism", max_alpha=0.9)  # a valid audit still works
+    assert torch.equal(kept, fake[mask])
+
+
+# every function whose inputs are feature sets, for the gradient and dtype checks below
+ALL_FUNCTIONS = {
+    **FUNCTIONS,
+    "generative_metrics": lambda r, f: F.generative_metrics(r, f, prd=dict(_PRD)),
+    "kernel_inception_distance": lambda r, f: F.kernel_inception_distance(r, f, subsets=3, subset_size=20),
+    "cmmd": lambda r, f: F.cmmd(r, f),
+    "top_precision_recall": lambda r, f: F.top_precision_recall(r, f, num_bootstrap=2, k=5),
+    "precision_recall_cover": lambda r, f: F.precision_recall_cover(r, f),
+    "probabilistic_precision_recall": lambda r, f: F.probabilistic_precision_recall(r, f),
+    "vendi_score": lambda r, f: F.vendi_score(f),
+}
+
+
+@pytest.mark.parametrize("name", list(ALL_FUNCTIONS))
+def test_inputs_that_require_grad_give_the_detached_result(name):
+    """Features straight out of a network carry ``requires_grad``; the k-NN tiles write into
+    preallocated buffers (``out=``), which autograd refuses, so the inputs are detached."""
+    real, fake = _data()
+    got = ALL_FUNCTIONS[name](real.clone().requires_grad_(), fake.clone().requires_grad_())
+    _assert_same(got, ALL_FUNCTIONS[name](real, fake))
+
+
+@pytest.mark.parametrize("name", ["precision_recall", "frechet_distance", "generative_metrics"])
+def test_float8_is_upcast_to_the_float32_result(name):
+    real, fake = _data()
+    kinds = [getattr(torch, k) for k in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, k)]
+    if not kinds:
+        pytest.skip("this torch has no float8 dtypes")
+    for kind in kinds:
+        r8, f8 = real.to(kind), fake.to(kind)
+        _assert_same(ALL_FUNCTIONS[name](r8, f8), ALL_FUNCTIONS[name](r8.float(), f8.float()))
+
+
+def test_sparse_tensors_and_dtypes_torch_lacks_raise_naming_the_argument():
+    real, fake = _data()
+    for bad, match in [
+        (real.to_sparse(), "`real` to be a dense tensor, but got layout torch.sparse_coo.*to_dense"),
+        (real.to_sparse_csr(), "`real` to be a dense tensor, but got layout torch.sparse_csr"),
+    ]:
+        with pytest.raises(TypeError, match=match):
+            F.precision_recall(bad, fake)
+    if np.dtype(np.longdouble).itemsize > 8:  # a true extended type (x86 Linux): torch has no such dtype
+        with pytest.raises(TypeError, match=r"`real` to be a tensor or array.*dtype float(96|128), which torch"):
+            F.precision_recall(real.numpy().astype(np.longdouble), fake)
+
+
+def test_option_dict_errors_say_which_dict_held_the_option():
+    real, fake = _data()
+    for kwargs, match in [
+        (dict(prd=dict(num_clusters=0)), r"`num_clusters` to be a positive integer, but got 0 \(an option of `prd`\)"),
+        (dict(kid=dict(degree=0)), r"`degree`.*0 \(an option of `kid`\)"),
+        (dict(vendi=dict(q=-1)), r"`q`.*-1 \(an option of `vendi`\)"),
+        (dict(probabilistic=dict(k=0)), r"`k`.*0 \(an option of `probabilistic`\)"),
+        (dict(pr_cover=dict(C=0)), r"`C`.*0 \(an option of `pr_cover`\)"),
+        (dict(cmmd=dict(sigma=-1)), r"`sigma`.*-1.0 \(an option of `cmmd`\)"),
+        (dict(alpha_beta=dict(num_alphas=0)), r"`num_alphas`.*0 \(an option of `alpha_beta`\)"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            F.generative_metrics(real, fake, **kwargs)
+
+
+@pytest.mark.parametrize("sigma", [1e-160, 1e-200, 1e200])
+def test_cmmd_bandwidth_whose_kernel_coefficient_leaves_float64_raises(sigma):
+    real, fake = _data()
+    with pytest.raises(
+        ValueError, match=r"`sigma` to be a positive number in \[1e-150, 1e\+150\].*" + re.escape(repr(sigma))
+    ):
+        F.cmmd(real, fake, sigma=sigma)
+    assert torch.isfinite(F.cmmd(real, fake, sigma=1e-150)) and torch.isfinite(F.cmmd(real, fake, sigma=1e150))
 
 
 def test_numpy_integer_options_equal_python_ints():

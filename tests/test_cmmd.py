@@ -223,6 +223,19 @@ def test_metric_off_by_default():
     assert "cmmd" not in metric.compute() and metric.cmmd is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sigma", [1e-5, 1e-30, 1e-150])
+def test_bandwidth_far_below_every_distance_gives_the_identity_kernel(dtype, sigma):
+    """With sigma far below the distances the kernel is 1 on a point with itself and 0 elsewhere:
+    the biased MMD^2 is 1/N + 1/M (the self-pairs) and the unbiased one 0. Rounding of a zero
+    distance (negative float32 values) and a coefficient 1 / (2 sigma^2) past float32's
+    maximum must not turn into NaN."""
+    g = torch.Generator().manual_seed(3)
+    real, fake = torch.randn(40, 6, generator=g, dtype=dtype), torch.randn(30, 6, generator=g, dtype=dtype)
+    assert float(cmmd(real, fake, sigma=sigma, scale=1.0)) == pytest.approx(1 / 40 + 1 / 30, rel=1e-12)
+    assert float(cmmd(real, fake, sigma=sigma, scale=1.0, unbiased=True)) == 0.0
+
+
 # ---------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "kwargs, match",

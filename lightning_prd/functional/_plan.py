@@ -14,8 +14,9 @@ Example:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from torch import Tensor
 
@@ -69,6 +70,15 @@ def _options(value: Any, defaults: Dict[str, Any], name: str) -> Optional[Dict[s
             )
         return {**defaults, **value}
     raise ValueError(f"Expected argument `{name}` to be a bool or a dict of options, but got {value!r}")
+
+
+@contextmanager
+def _group(name: str) -> Iterator[None]:
+    """Errors raised while checking the option dict ``name`` say which dict held the option."""
+    try:
+        yield
+    except ValueError as err:
+        raise ValueError(f"{err} (an option of `{name}`)") from None
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -139,32 +149,39 @@ def make_plan(
     prd_opts = _options(prd, PRD_DEFAULTS, "prd")
     if prd_opts is not None:
         keys = ("num_clusters", "num_angles", "num_runs", "seed", "enforce_balance")
-        prd_opts.update(zip(keys, check_prd_options(*(prd_opts[key] for key in keys))))
-        prd_opts["beta"] = check_beta(prd_opts["beta"])
+        with _group("prd"):
+            prd_opts.update(zip(keys, check_prd_options(*(prd_opts[key] for key in keys))))
+            prd_opts["beta"] = check_beta(prd_opts["beta"])
     ab = _options(alpha_beta, ALPHA_BETA_DEFAULTS, "alpha_beta")
     if ab is not None:
-        ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
+        with _group("alpha_beta"):
+            ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
     kid_opts = _options(kid, KID_DEFAULTS, "kid")
     if kid_opts is not None:
         kid_keys = ("subsets", "subset_size", "degree", "gamma", "coef", "seed")
-        kid_opts.update(zip(kid_keys, check_kid_options(*(kid_opts[key] for key in kid_keys))))
+        with _group("kid"):
+            kid_opts.update(zip(kid_keys, check_kid_options(*(kid_opts[key] for key in kid_keys))))
     vendi_opts = _options(vendi, VENDI_DEFAULTS, "vendi")
     if vendi_opts is not None:
-        vendi_opts["q"] = check_vendi_order(vendi_opts["q"])
+        with _group("vendi"):
+            vendi_opts["q"] = check_vendi_order(vendi_opts["q"])
         vendi_opts["normalize"] = _flag(vendi_opts["normalize"], "vendi['normalize']")
     top = _options(top_pr, TOP_PR_DEFAULTS, "top_pr")
     if top is not None:
         top = check_top_pr_options(**top, owner="top_pr")
     prob = _options(probabilistic, PROBABILISTIC_DEFAULTS, "probabilistic")
     if prob is not None:
-        prob["k"], prob["a"], prob["terms"] = check_probabilistic(prob["k"], prob["a"], prob["terms"])
+        with _group("probabilistic"):
+            prob["k"], prob["a"], prob["terms"] = check_probabilistic(prob["k"], prob["a"], prob["terms"])
     cover = _options(pr_cover, PR_COVER_DEFAULTS, "pr_cover")
     if cover is not None:
-        cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
+        with _group("pr_cover"):
+            cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
     cm = _options(cmmd, CMMD_DEFAULTS, "cmmd")
     if cm is not None:
-        cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
+        with _group("cmmd"):
+            cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,

@@ -8,7 +8,7 @@ every per-sample flag at once.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -96,6 +96,22 @@ def audit_samples(
     }
 
 
+def _audit_column(audit: Any, key: str, size: Optional[int]) -> Tensor:
+    """``audit[key]``, a 1-D tensor (of ``size`` entries when given), else a ``ValueError`` naming ``audit``."""
+    if not isinstance(audit, Mapping):
+        raise ValueError(
+            f"Expected argument `audit` to be the dict returned by `audit_samples`, but got {type(audit).__name__}"
+        )
+    column = audit.get(key)
+    if not isinstance(column, Tensor) or column.ndim != 1 or (size is not None and column.shape[0] != size):
+        got = "no such key" if key not in audit else f"{type(column).__name__} {tuple(getattr(column, 'shape', ()))}"
+        raise ValueError(
+            f"Expected argument `audit` to be the dict returned by `audit_samples`, with a 1-D tensor "
+            f"`audit[{key!r}]`{'' if size is None else f' of {size} entries'}, but got {got}"
+        )
+    return column
+
+
 def filter_fake(
     fake: Any,
     audit: Dict[str, Tensor],
@@ -132,20 +148,23 @@ def filter_fake(
         >>> mask.tolist()  # the copy of 1.0 and the outlier 9.0 go
         [False, True, False]
     """
-    fake_t = torch.as_tensor(fake)
-    keep = torch.ones(audit["copy_ratio"].shape[0], dtype=torch.bool, device=audit["copy_ratio"].device)
-    if fake_t.shape[0] != keep.shape[0]:
-        raise ValueError(
-            f"Expected argument `fake` to hold {keep.shape[0]} samples like the audit, but got {fake_t.shape[0]}"
-        )
-    if copy_ratio is not None:
-        keep &= audit["copy_ratio"] > check_real(copy_ratio, "copy_ratio", low=0.0)
-    if fidelity == "precision":
-        keep &= audit["inside_precision"]
-    elif fidelity == "realism":
-        keep &= audit["realism"] >= check_real(min_realism, "min_realism", allow_inf=True)
-    elif fidelity is not None:
+    copy_ratio = None if copy_ratio is None else check_real(copy_ratio, "copy_ratio", low=0.0)
+    if fidelity not in ("precision", "realism", None):
         raise ValueError(f"Expected argument `fidelity` to be 'precision', 'realism' or None, but got {fidelity!r}")
+    min_realism = check_real(min_realism, "min_realism", allow_inf=True)
+    max_alpha = None if max_alpha is None else check_real(max_alpha, "max_alpha", low=0.0, high=1.0)
+    fake_t = torch.as_tensor(fake)
+    first = _audit_column(audit, "copy_ratio", None)
+    keep = torch.ones(first.shape[0], dtype=torch.bool, device=first.device)
+    if fake_t.ndim == 0 or fake_t.shape[0] != keep.shape[0]:
+        got = fake_t.shape[0] if fake_t.ndim else "a 0-d tensor"
+        raise ValueError(f"Expected argument `fake` to hold {keep.shape[0]} samples like the audit, but got {got}")
+    if copy_ratio is not None:
+        keep &= first > copy_ratio
+    if fidelity == "precision":
+        keep &= _audit_column(audit, "inside_precision", keep.shape[0])
+    elif fidelity == "realism":
+        keep &= _audit_column(audit, "realism", keep.shape[0]) >= min_realism
     if max_alpha is not None:
-        keep &= audit["alpha_typicality"] <= check_real(max_alpha, "max_alpha", low=0.0, high=1.0)
+        keep &= _audit_column(audit, "alpha_typicality", keep.shape[0]) <= max_alpha
     return fake_t[keep.to(fake_t.device)], keep

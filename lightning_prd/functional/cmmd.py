@@ -20,11 +20,19 @@ from lightning_prd.functional._validation import as_features, check_real
 #: the official code's bandwidth (calibrated for unit-norm CLIP ViT-L/14 embeddings) and scale
 SIGMA = 10.0
 SCALE = 1000.0
+#: bandwidths whose kernel coefficient ``1 / (2 sigma^2)`` neither overflows nor underflows
+SIGMA_RANGE = (1e-150, 1e150)
 
 
 def check_cmmd_options(sigma: Any, scale: Any, unbiased: Any) -> tuple:
-    """Validated ``(sigma, scale, unbiased)``: positive finite numbers and a bool."""
+    """Validated ``(sigma, scale, unbiased)``: positive finite numbers (``sigma`` in
+    ``[1e-150, 1e150]``, where ``1 / (2 sigma^2)`` is a normal float64) and a bool."""
     sigma = check_real(sigma, "sigma", low=0.0, low_open=True)
+    if not SIGMA_RANGE[0] <= sigma <= SIGMA_RANGE[1]:
+        raise ValueError(
+            f"Expected argument `sigma` to be a positive number in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}] "
+            f"(where the kernel's 1 / (2 sigma^2) is a normal float64), but got {sigma!r}"
+        )
     scale = check_real(scale, "scale", low=0.0, low_open=True)
     if not isinstance(unbiased, bool):
         raise ValueError(f"Expected argument `unbiased` to be a bool, but got {unbiased!r}")
