@@ -200,6 +200,7 @@ class _Source:
     kind: str  # "features" or "images"
     total: int  # samples available before --num-samples
     key: Optional[str] = None  # the array / tensor used, in a .npz or a .pt dict
+    picked: bool = False  # True when ``key`` is the first of several, taken because none was named
 
     @property
     def num(self) -> int:
@@ -303,6 +304,7 @@ def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any
         kind="features",
         total=total,
         key=array.name,
+        picked=array.picked,
     )
 
 

@@ -537,6 +537,11 @@ def _run(args: argparse.Namespace) -> int:
     results, sources = [], []
     for path, label in zip(fakes, labels):
         fake = load_set(path, "--fake", args, extractor, device)
+        if (fake.picked or real.picked) and fake.key == real.key and Path(path).resolve() == Path(args.real).resolve():
+            raise CLIError(
+                f"--fake {path}: the same entry {fake.key!r} as --real, taken as the first of several in the file; "
+                "name the entries with --real-key and --fake-key"
+            )
         if fake.features.shape[1] != dim:
             raise CLIError(
                 f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"

@@ -1009,6 +1009,19 @@ def test_npz_with_several_arrays_uses_the_first_and_says_which(tmp_path, capfd):
     assert "both.npz [real]" in text and "both.npz [fake]" in text
 
 
+def test_same_file_without_keys_is_refused_rather_than_scored_against_itself(tmp_path, capfd):
+    np.savez(tmp_path / "both.npz", real=SMALL, fake=SMALL[::-1] + 0.1)
+    both = str(tmp_path / "both.npz")
+    assert main(["evaluate", "--real", both, "--fake", both, "--no-prd", "--no-alpha-beta", "-q"]) == 1
+    err = capfd.readouterr().err
+    assert "the same entry 'real' as --real" in err and "--real-key and --fake-key" in err
+    # naming the same entry on purpose (a set against itself) is allowed
+    out = tmp_path / "o.json"
+    argv = ["evaluate", "--real", both, "--fake", both, "--key", "real", "--json", str(out), "--no-prd", "-q"]
+    assert main([*argv, "--no-alpha-beta"]) == 0
+    assert json.loads(out.read_text())["scores"]["precision"] == 1.0
+
+
 def test_help_documents_everything(capfd):
     assert main(["evaluate", "--help"]) == 0
     text = capfd.readouterr().out
