@@ -67,6 +67,17 @@ def rank_shard(total: int, rank: int, world_size: int) -> range:
     return range(start, start + base + (rank < extra))
 
 
+def _check_finite(real: Tensor) -> None:
+    """A floating tensor of real samples must be finite (checked once, before any training)."""
+    if not real.is_floating_point() or bool(torch.isfinite(real.detach().sum())):
+        return
+    bad = int((~torch.isfinite(real.detach())).reshape(real.shape[0], -1).any(1).sum())
+    if bad:  # (a finite set whose sum overflows is fine)
+        raise ValueError(
+            f"Expected argument `real` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
+        )
+
+
 class PRDCallbackCore:
     """Everything of :class:`PRDCallback` except its Lightning base class (see that class)."""
 
@@ -94,6 +105,7 @@ class PRDCallbackCore:
                 raise ValueError(
                     f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}"
                 )
+            _check_finite(real)
         elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
             raise TypeError(
                 "Expected argument `real` to be a tensor or a DataLoader of real samples, "
@@ -262,7 +274,11 @@ class PRDCallbackCore:
                     chunk_rows=self.batch_size,
                 )
             for f in feats:
-                self.metric.update(f.to(device), real=True)
+                try:
+                    self.metric.update(f.to(device), real=True)
+                except (ValueError, TypeError) as err:  # name the callback's argument, not the metric's
+                    kind = TypeError if isinstance(err, TypeError) else ValueError
+                    raise kind(f"{err} (in the features of argument `real`)") from err
         except BaseException:
             self._clear_real()  # no half-extracted real set survives a failure
             raise

@@ -319,6 +319,17 @@ def test_empty_real_dataloader_raises():
         list(PRDCallback([])._real_chunks(0, 1))
 
 
+def test_non_finite_real_samples_are_named_as_the_argument_real():
+    bad = REAL.clone()
+    bad[5, 1] = float("nan")
+    with pytest.raises(ValueError, match="`real` to be finite, but 1 of its 256 samples hold NaN or Inf"):
+        PRDCallback(bad)  # a tensor: at construction, before any training
+    callback = PRDCallback(DataLoader(TensorDataset(bad), batch_size=30))  # a loader: when first read
+    with pytest.raises(ValueError, match=r"`features` to be finite.*\(in the features of argument `real`\)"):
+        callback._update_real(torch.device("cpu"), 0, 1)
+    assert not callback._real_ready
+
+
 def test_unified_lightning_package(tmp_path):
     L = pytest.importorskip("lightning.pytorch")
     from lightning_prd.lightning import PRDCallback as LPRDCallback
