@@ -268,6 +268,11 @@ def test_sparse_tensors_and_dtypes_torch_lacks_raise_naming_the_argument():
     ]:
         with pytest.raises(TypeError, match=match):
             F.precision_recall(bad, fake)
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(
+        TypeError, match=r"`real` to be a dense tensor or array, but got a SciPy sparse csr_matrix.*toarray"
+    ):
+        F.precision_recall(sparse.csr_matrix(real.numpy()), fake)
     if np.dtype(np.longdouble).itemsize > 8:  # a true extended type (x86 Linux): torch has no such dtype
         with pytest.raises(TypeError, match=r"`real` to be a tensor or array.*dtype float(96|128), which torch"):
             F.precision_recall(real.numpy().astype(np.longdouble), fake)

@@ -227,13 +227,17 @@ def test_metric_off_by_default():
 @pytest.mark.parametrize("sigma", [1e-5, 1e-30, 1e-150])
 def test_bandwidth_far_below_every_distance_gives_the_identity_kernel(dtype, sigma):
     """With sigma far below the distances the kernel is 1 on a point with itself and 0 elsewhere:
-    the biased MMD^2 is 1/N + 1/M (the self-pairs) and the unbiased one 0. Rounding of a zero
-    distance (negative float32 values) and a coefficient 1 / (2 sigma^2) past float32's
-    maximum must not turn into NaN."""
+    the biased MMD^2 is 1/N + 1/M (the self-pairs) and the unbiased one 0. A coefficient
+    1 / (2 sigma^2) past float32's maximum runs float64 tiles (in float32 it would be inf, and
+    0 * inf NaN), so even a pair 3e-20 apart gets its kernel value 0."""
     g = torch.Generator().manual_seed(3)
     real, fake = torch.randn(40, 6, generator=g, dtype=dtype), torch.randn(30, 6, generator=g, dtype=dtype)
     assert float(cmmd(real, fake, sigma=sigma, scale=1.0)) == pytest.approx(1 / 40 + 1 / 30, rel=1e-12)
     assert float(cmmd(real, fake, sigma=sigma, scale=1.0, unbiased=True)) == 0.0
+    real = torch.tensor([[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]], dtype=dtype)
+    fake = torch.tensor([[3e-20, 0.0], [5.0, 5.0], [7.0, -3.0]], dtype=dtype)
+    if sigma < 1e-20:
+        assert float(cmmd(real, fake, sigma=sigma, scale=1.0)) == pytest.approx(2 / 3, rel=1e-12)
 
 
 # ---------------------------------------------------------------------------- bad input

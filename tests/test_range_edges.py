@@ -154,8 +154,7 @@ DISTANCE_SCORES = {
 @pytest.mark.parametrize("scale", [1e160, 1e-150])
 @pytest.mark.parametrize("name", list(DISTANCE_SCORES))
 def test_float64_features_past_float64s_range_raise(name, scale):
-    """These used to return wrong numbers silently (squared distances overflowed to inf or
-    underflowed to 0)."""
+    """Past float64's range squared distances overflow to inf or underflow to 0: an error, never a number."""
     with pytest.raises(ValueError, match=r"span R = .*float64's range|float64's range.*span R ="):
         DISTANCE_SCORES[name](*_pair64(scale))
 
@@ -178,8 +177,8 @@ def test_float64_knn_scores_equal_the_oracle_just_inside_float64s_range(scale):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("scale", [1e-140, 1e-30, 1e30, 1e100, 1e150])
 def test_frechet_distance_scales_with_the_square_of_the_scale(dtype, scale):
-    """Covariances are formed on features scaled by an exact power of two: ``eigh`` no longer
-    fails (float64 x 1e100 raised ``LinAlgError``) and tiny features keep their digits."""
+    """Covariances are formed on features scaled by an exact power of two, so ``eigh`` sees
+    entries near 1 whatever the scale, and tiny features keep their digits."""
     if dtype == torch.float32 and not 1e-30 <= scale <= 1e30:
         return  # beyond float32's range
     real, fake = _pair64(1.0)
@@ -196,14 +195,20 @@ def test_frechet_distance_beyond_float64_raises_and_is_never_negative():
     with pytest.raises(ValueError, match="Fréchet distance lies within float64's range.*scales by c\\^2"):
         frechet_distance(real, fake)
     for x in _pair64(1.0) + _pair64(1e-3):
-        assert float(frechet_distance(x, x)) >= 0.0  # rounding of equal Gaussians used to give -1e-15
+        assert float(frechet_distance(x, x)) >= 0.0  # rounding alone can make equal Gaussians' value -1e-15
 
 
-@pytest.mark.parametrize("scale", [1e-200, 1e-30, 1e30, 1e200])
+@pytest.mark.parametrize("scale", [1e-200, 1e-30, 1e30, 1e200, 2.0**1020, 2.0**-1000])
 def test_vendi_of_normalised_rows_does_not_depend_on_the_scale(scale):
     x = _pair64(1.0)[1]
     assert float(F.vendi_score(x * scale)) == pytest.approx(float(F.vendi_score(x)), rel=1e-12)
     assert float(F.vendi_score(x * scale, q=2)) == pytest.approx(float(F.vendi_score(x, q=2)), rel=1e-12)
+
+
+def test_frechet_distance_of_features_whose_mean_overflows_raises():
+    real, fake = _pair64(1.0)
+    with pytest.raises(ValueError, match="`real` to have a mean within float64's range, but its values reach"):
+        frechet_distance(real * 1e140 + 1e306, fake)
 
 
 def test_vendi_of_raw_rows_past_float64_raises():
@@ -222,3 +227,18 @@ def test_kid_kernel_past_float64_raises_and_its_summary_does_not_overflow():
     mean, std = kid_summary(values)
     assert float(mean) == pytest.approx(1e200, rel=1e-15)
     assert float(std) == pytest.approx(2e200 * (2 / 3) ** 0.5, rel=1e-15)  # deviations 0, -2e200, 2e200
+
+
+@pytest.mark.parametrize("offset, scale", [(1e8, 1.0), (0.0, 1e-8), (1e3, 1e-8)])
+def test_kid_that_float64_cannot_resolve_raises(offset, scale):
+    """A large common offset (or a scale far below 1 with coef = 1) makes every kernel value
+    nearly equal: the MMD^2 is lost in rounding (with an offset of 1e8, float64 sums turn an exact
+    6.7e31 into 0 or -5e31), so KID refuses rather than return it."""
+    real, fake = _pair64(1.0)
+    with pytest.raises(ValueError, match="MMD² values .* are within 100x of their rounding bound"):
+        F.kernel_inception_distance(real * scale + offset, fake * scale + offset, subsets=3, subset_size=100)
+    # an offset float64 still resolves gives a value, and constant features give an exact 0
+    mean, _ = F.kernel_inception_distance(real + 10.0, fake + 10.0, subsets=3, subset_size=100)
+    assert float(mean) > 1.0
+    zeros = torch.zeros(30, 4)
+    assert float(F.kernel_inception_distance(zeros, zeros, subsets=2, subset_size=20)[0]) == 0.0

@@ -191,6 +191,8 @@ def knn_pass(
     block_bytes = check_block_bytes(block_bytes)
     ball = check_ball(ball)
     cdt = compute_dtype(real, fake, dtype)
+    if kernel_gamma is not None and kernel_gamma > torch.finfo(cdt).max:  # sigma below ~4e-20: float64 tiles
+        cdt = torch.float64
     soft_ks = {soft[0]} if soft is not None else set()
     real_ks = sorted(
         set(member_ks) | set(extra_real_ks) | set(value_ks) | soft_ks | ({realism_k} if realism_k else set())

@@ -37,16 +37,24 @@ def mean64(x: Tensor) -> Tensor:
 
 
 def gram64(
-    x: Tensor, *, centre: Optional[Tensor] = None, scale: float = 1.0, row_divisor: Optional[Tensor] = None
+    x: Tensor,
+    *,
+    centre: Optional[Tensor] = None,
+    scale: float = 1.0,
+    row_scale: Optional[Tensor] = None,
+    row_divisor: Optional[Tensor] = None,
 ) -> Tensor:
-    """Float64 ``[D, D]`` sum of ``z_i z_i^T`` over the rows ``z_i = scale (x_i - centre) / row_divisor_i``
-    (each part optional), accumulated in row chunks (no float64 copy of ``x``)."""
+    """Float64 ``[D, D]`` sum of ``z_i z_i^T`` over the rows
+    ``z_i = scale (x_i - centre) row_scale_i / row_divisor_i`` (each part optional), accumulated in
+    row chunks (no float64 copy of ``x``)."""
     gram = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
     for s, rows in row_chunks(x):
         if centre is not None:
             rows.sub_(centre)
         if scale != 1.0:
             rows.mul_(scale)
+        if row_scale is not None:
+            rows.mul_(row_scale[s : s + rows.shape[0], None])
         if row_divisor is not None:
             rows.div_(row_divisor[s : s + rows.shape[0], None])
         gram.addmm_(rows.T, rows)

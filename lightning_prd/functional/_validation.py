@@ -132,6 +132,11 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     """
     if isinstance(x, np.ndarray):
         x = torch_compatible(x)
+    if type(x).__module__.startswith("scipy.sparse"):
+        raise TypeError(
+            f"Expected argument `{name}` to be a dense tensor or array, but got a SciPy sparse "
+            f"{type(x).__name__}; convert it with `.toarray()`"
+        )
     if not isinstance(x, Tensor):
         try:
             x = torch.as_tensor(x)
@@ -258,7 +263,7 @@ def _float64_range_error(real: Tensor, fake: Tensor, scores: str) -> ValueError:
         f"Expected features whose range R (the largest column max - min) lies in [{low:.3g}, {high:.3g}] for "
         f"{real.shape[1]} features, where squared distances stay within float64's range, but {names} span "
         f"R = {value_range(*(x for _, x in named)):.3g}; multiply both sets by one common factor "
-        f"({scores} do not depend on it)"
+        f"({scores} do not depend on it; a kernel bandwidth such as CMMD's `sigma` scales with it)"
     )
 
 

@@ -28,6 +28,11 @@ def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor, float]:
             f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}"
         )
     mu = mean64(x)
+    if not bool(torch.isfinite(mu).all()):  # values near float64's maximum: their sum overflows
+        raise ValueError(
+            f"Expected argument `{name}` to have a mean within float64's range, but its values reach "
+            f"{float(x.abs().max()):.3g}; multiply both sets by one common factor c (the distance scales by c^2)"
+        )
     scale = unit_scale(value_range(x))
     return mu, gram64(x, centre=mu, scale=scale) / (x.shape[0] - 1), scale
 
@@ -80,7 +85,12 @@ def frechet_distance(real: Any, fake: Any) -> Tensor:
         fake: ``[M, D]`` generated features, ``M >= 2``.
 
     Returns:
-        0-dim float64 tensor.
+        0-dim float64 tensor, clamped at 0 (rounding can make equal Gaussians' value about -1e-15).
+
+    Raises:
+        ValueError: when a mean or the distance itself lies beyond float64's range. Features of
+            any other finite scale are fine: each set's covariance is formed on its features
+            scaled by an exact power of two.
 
     Example:
         >>> import torch

@@ -28,6 +28,7 @@ from lightning_prd.functional._validation import (
     check_positive_int,
     check_real,
     check_seed,
+    value_range,
 )
 from lightning_prd.functional.knn.shard import Shard
 
@@ -102,14 +103,19 @@ def _max_norm(x: Tensor) -> float:
 
 def check_kernel_range(
     real: Tensor, fake: Tensor, *, subset_size: int, degree: int, gamma: Optional[float], coef: float
-) -> None:
-    r"""Raise ``ValueError`` when a subset's kernel sums could overflow float64.
+) -> float:
+    r"""Raise ``ValueError`` when a subset's kernel sums could overflow float64; else return a
+    bound on the rounding error of one MMD² value.
 
-    Every kernel value is at most :math:`(\gamma B^2 + c)^d` in magnitude, with :math:`B` the
+    Every kernel value is at most :math:`K = (\gamma B^2 + c)^d` in magnitude, with :math:`B` the
     largest row norm of the two sets (Cauchy-Schwarz; the diagonal of a set's own kernel
-    reaches it), and each MMD² sums ``3 m^2`` of them. The test needs one pass over the
-    features and is the same on every rank."""
-    gamma = 1.0 / real.shape[1] if gamma is None else gamma
+    reaches it), and each MMD² sums ``3 m^2`` of them. Rounding: a product :math:`x^\top y` is
+    off by at most :math:`D \epsilon |x||y|`, which moves a kernel value by at most
+    :math:`d (\gamma B^2 + c)^{d-1} \gamma B^2 D \epsilon`; the sums add
+    :math:`2 \log_2(m) \epsilon K` each; the MMD weighs the three sums' means by 4 in all. The
+    test needs one pass over the features and is the same on every rank."""
+    dim = real.shape[1]
+    gamma = 1.0 / dim if gamma is None else gamma
     (largest, name) = max((_max_norm(real), "real"), (_max_norm(fake), "fake"))
     base = gamma * largest * largest + coef  # inf when it overflows
     log_bound = degree * math.log(base) if base > 0 else -math.inf
@@ -119,6 +125,29 @@ def check_kernel_range(
             f"largest row norm of `{name}` is {largest:.3g} (gamma = {gamma:.3g}, coef = {coef:g}, "
             f"degree = {degree}), so the kernel reaches ~1e{log_bound / math.log(10):.0f}; scale the features "
             "down (KID, unlike the k-NN scores, depends on their scale)"
+        )
+    eps = torch.finfo(torch.float64).eps
+    product = degree * base ** (degree - 1) * gamma * largest * largest * dim * eps
+    summed = 2 * math.log2(max(2, subset_size)) * eps * base**degree
+    return 4 * (product + summed)
+
+
+#: an MMD² value must exceed its rounding bound this many times over to be trusted
+RESOLUTION = 100.0
+
+
+def check_resolution(values: Tensor, rounding: float, constant: bool) -> None:
+    """Raise ``ValueError`` when the subsets' MMD² values are not clearly above the rounding
+    bound of :func:`check_kernel_range` (features with a large common offset or scale, whose
+    kernel values dwarf the differences the MMD is made of). ``constant``: every row of both
+    sets is the same, so every kernel value is equal and the values are exactly 0."""
+    largest = float(values.abs().max())
+    if not constant and largest < RESOLUTION * rounding:
+        raise ValueError(
+            f"Expected features whose KID float64 can resolve, but the subsets' MMD² values (up to {largest:.3g}) "
+            f"are within {RESOLUTION:g}x of their rounding bound {rounding:.3g}: the polynomial kernel's values "
+            "dwarf their differences (features with a large common offset, or a scale far from 1); KID depends on "
+            "both, so compare features of ordinary range"
         )
 
 
@@ -149,7 +178,7 @@ def kid_scores(
     (each value is one rank's, the others add 0): every rank gets the single-process values.
     """
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
-    check_kernel_range(real, fake, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef)
+    rounding = check_kernel_range(real, fake, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef)
     draws = _subset_indices(real.shape[0], fake.shape[0], subsets, subset_size, seed)
     values = torch.zeros(subsets, dtype=torch.float64, device=real.device)
     for s, (ri, fi) in enumerate(draws):
@@ -157,7 +186,9 @@ def kid_scores(
             values[s] = poly_mmd2(
                 real[ri.to(real.device)], fake[fi.to(fake.device)], degree=degree, gamma=gamma, coef=coef
             )
-    return values if shard is None else shard.sum(values)
+    values = values if shard is None else shard.sum(values)
+    check_resolution(values, rounding, constant=value_range(real, fake) == 0)
+    return values
 
 
 def kernel_inception_distance(
@@ -201,6 +232,11 @@ def kernel_inception_distance(
     Returns:
         ``(mean, std)`` 0-dim float64 tensors: the mean MMD² over subsets and its population
         standard deviation over subsets (not the standard error of the mean).
+
+    Raises:
+        ValueError: when the kernel values could overflow float64, or when the MMD² values are
+            not clearly above float64's rounding of the kernel sums (:func:`check_kernel_range`;
+            features with a large common offset, or a scale far from 1 with ``coef = 1``).
 
     Example:
         >>> import torch

@@ -14,7 +14,7 @@ the reference code spells ``"inf"`` (its ``score_X`` ignores ``q`` and always us
 from __future__ import annotations
 
 import math
-from typing import Any, Union
+from typing import Any, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -33,19 +33,23 @@ def check_vendi_order(q: Any) -> float:
         raise ValueError(f'Expected argument `q` to be a number in (0, inf] (or "inf"), but got {q!r}') from None
 
 
-def _row_norms(rows: Tensor) -> Tensor:
-    """L2 norms of float64 rows without overflow or underflow of their squares: each row is
-    scaled by the power of two of its largest entry (exact) before squaring, then unscaled."""
+def _row_norms(rows: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(s, n)`` of float64 rows: ``s`` the power of two that brings each row's largest entry
+    into ``[0.5, 1)`` (1 for a zero row) and ``n`` the L2 norm of ``s x``, so ``s x / n`` is the unit
+    row and neither its squares nor the norm overflow or underflow. Scaling by a power of two is
+    exact: ``s x / n`` has the bits of ``x / ||x||`` wherever the latter is computable."""
     exponent = torch.frexp(rows.abs().amax(1)).exponent.clamp(-1000, 1000)
     scale = torch.ldexp(torch.ones_like(rows[:, 0]), -exponent)
-    return (rows * scale[:, None]).norm(dim=1) / scale
+    return scale, (rows * scale[:, None]).norm(dim=1)
 
 
 def _gram64(x: Tensor, normalize: bool, name: str) -> Tensor:
     """The smaller Gram matrix of the (normalised) rows divided by n, in float64, in row chunks."""
     n, dim = x.shape
+    scale = norms = None
     if normalize:
-        norms = torch.cat([_row_norms(rows) for _, rows in row_chunks(x)])
+        parts = [_row_norms(rows) for _, rows in row_chunks(x)]
+        scale, norms = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         zero = int((norms == 0).sum())
         if zero:
             raise ValueError(
@@ -54,10 +58,10 @@ def _gram64(x: Tensor, normalize: bool, name: str) -> Tensor:
             )
     if n <= dim:
         rows = x.to(torch.float64)
-        if normalize:
-            rows = rows / norms[:, None]
+        if scale is not None and norms is not None:
+            rows = rows * scale[:, None] / norms[:, None]
         return rows @ rows.T / n
-    return gram64(x, row_divisor=norms if normalize else None) / n
+    return gram64(x, row_scale=scale, row_divisor=norms) / n
 
 
 def vendi_from_eigenvalues(eigenvalues: Tensor, q: float) -> Tensor:
@@ -94,7 +98,12 @@ def vendi_score(features: Any, *, q: Union[float, str] = 1, normalize: bool = Tr
             the mean squared norm, which is the paper's setting only for unit-norm rows.
 
     Returns:
-        0-dim float64 tensor.
+        0-dim float64 tensor. With ``normalize=True`` it does not depend on the rows' scales (their
+        norms are formed on rows scaled by exact powers of two, so no finite row overflows).
+
+    Raises:
+        ValueError: an all-zero row with ``normalize=True``; with ``normalize=False``, squared
+            norms past float64's range.
 
     Example:
         >>> import torch
