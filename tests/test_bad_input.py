@@ -303,6 +303,38 @@ def test_cmmd_bandwidth_whose_kernel_coefficient_leaves_float64_raises(sigma):
     assert torch.isfinite(F.cmmd(real, fake, sigma=1e-150)) and torch.isfinite(F.cmmd(real, fake, sigma=1e150))
 
 
+def test_metric_flags_must_be_bools():
+    for factory, name in [
+        (lambda: GenerativeMetrics(per_sample="no"), "per_sample"),
+        (lambda: GenerativeMetrics(frechet="no"), "frechet"),
+        (lambda: GenerativeMetrics(realism=1), "realism"),
+        (lambda: PrecisionRecall(split_work="no"), "split_work"),
+    ]:
+        with pytest.raises(ValueError, match=f"`{name}` to be a bool, but got"):
+            factory()
+
+
+def test_generative_metrics_kid_needs_two_samples_of_each_set():
+    metric = GenerativeMetrics(
+        k_precision_recall=None, k_density_coverage=None, frechet=False, prd=False, alpha_beta=False,
+        probabilistic=False, pr_cover=False, kid=True,
+    )  # fmt: skip
+    metric.update(torch.randn(60, 4), real=True)
+    metric.update(torch.randn(1, 4), real=False)
+    with pytest.raises(ValueError, match="at least 2 real and 2 generated samples for KID.*M = 1 generated"):
+        metric.compute()
+    metric.update(torch.randn(5, 4), real=False)  # nothing lost: more samples make it computable
+    assert torch.isfinite(metric.compute()["kid"])
+
+
+def test_error_bars_too_many_for_the_generated_set_names_error_bars():
+    real, fake = _data(n=30, m=30, d=3)
+    with pytest.raises(
+        ValueError, match=r"`fake` to hold at least error_bars \* \(k_pr \+ 1\) = 32 samples, but got 30"
+    ):
+        F.generative_metrics(real, fake, error_bars=8)
+
+
 def test_numpy_integer_options_equal_python_ints():
     """Options coming from NumPy (``np.int64`` from a sweep grid) used to be rejected."""
     real, fake = _data()

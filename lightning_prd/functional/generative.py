@@ -157,6 +157,7 @@ def scores_from_plan(
                 real,
                 fake,
                 num_splits=plan.error_bars,
+                names=("error_bars", plan.names.get("k_pr", "k_pr")),
                 k_precision_recall=k_pr,
                 k_density_coverage=k_dc,
                 dtype=dtype,

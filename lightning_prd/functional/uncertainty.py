@@ -13,7 +13,7 @@ compare the full-size value, not the split mean, across runs.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -97,9 +97,11 @@ def split_spread(
     real_cache: Optional[Any] = None,
     shard: Optional[Any] = None,
     ball: str = "closed",
+    names: Tuple[str, str] = ("num_splits", "k_precision_recall"),
 ) -> Dict[str, Dict[str, Tensor]]:
     """Mean and standard deviation of the four scores over ``num_splits`` disjoint random parts of
-    ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused)."""
+    ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused).
+    ``names``: how the caller calls ``num_splits`` and ``k_precision_recall``, for error messages."""
     num_splits = check_positive_int(num_splits, "num_splits")
     seed = check_seed(seed)
     if num_splits < 2:
@@ -107,7 +109,7 @@ def split_spread(
     size = fake.shape[0] // num_splits
     if size < k_precision_recall + 1:
         raise ValueError(
-            f"Expected argument `fake` to hold at least num_splits * (k_precision_recall + 1) = "
+            f"Expected argument `fake` to hold at least {names[0]} * ({names[1]} + 1) = "
             f"{num_splits * (k_precision_recall + 1)} samples, but got {fake.shape[0]}"
         )
     perm = torch.randperm(fake.shape[0], generator=torch.Generator().manual_seed(int(seed))).to(fake.device)

@@ -76,7 +76,9 @@ class FeatureMetric(Metric):
         self.reset_real_features = reset_real_features
         self.block_bytes = check_block_bytes(block_bytes)
         self.knn_dtype = dtype
-        self.split_work = bool(split_work)
+        if not isinstance(split_work, bool):
+            raise ValueError(f"Expected argument `split_work` to be a bool, but got {split_work!r}")
+        self.split_work = split_work
         self._real_cache: Optional[RealSide] = None
         self.add_state("real_features", [], dist_reduce_fx="cat")
         self.add_state("fake_features", [], dist_reduce_fx="cat")

@@ -117,13 +117,13 @@ class GenerativeMetrics(FeatureMetric):
         self.plan = make_plan(
             k_pr=k_precision_recall,
             k_dc=k_density_coverage,
-            realism=bool(realism),
+            realism=realism,
             authenticity=False,
-            frechet=bool(frechet),
+            frechet=frechet,
             prd=prd,
             alpha_beta=alpha_beta,
             error_bars=error_bars,
-            per_sample=bool(per_sample),
+            per_sample=per_sample,
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
             kid=kid,
             vendi=vendi,
@@ -166,6 +166,11 @@ class GenerativeMetrics(FeatureMetric):
         if kid is None or min(num_real, num_fake) >= kid["subset_size"]:
             return self.plan
         size = min(num_real, num_fake)
+        if size < 2:  # an unbiased MMD² needs two samples of each set
+            raise ValueError(
+                f"Expected at least 2 real and 2 generated samples for KID (`kid`), but got N = {num_real} real "
+                f"and M = {num_fake} generated"
+            )
         if not self._kid_warned:
             self._kid_warned = True
             rank_zero_warn(
