@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._validation import as_features, torch_compatible
+from lightning_prd.functional._validation import NARROW_FLOATS, as_features, torch_compatible
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
@@ -257,8 +257,9 @@ def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any
             kind="images",
             total=len(files),
         )
-    key_flag = f"{flag}-key" if getattr(args, f"{flag[2:]}_key") is not None else ("--key" if args.key else None)
-    key = getattr(args, f"{flag[2:]}_key") or args.key
+    own_key = getattr(args, f"{flag[2:]}_key")
+    key: Optional[str] = own_key if own_key is not None else args.key
+    key_flag = None if key is None else (f"{flag}-key" if own_key is not None else "--key")
     try:
         array = _read_array(path, key, key_flag)
     except _Unreadable as err:
@@ -269,6 +270,10 @@ def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any
         reason = _load_error(path.suffix.lower(), err)
         raise CLIError(f"{flag} {path_text}: cannot read the file: {reason}") from err
     data, where = array.data, path_text
+    if isinstance(data, Tensor) and data.is_meta:
+        raise CLIError(
+            f"{flag} {path_text}: the tensor is on the meta device (it holds no data), shape {tuple(data.shape)}"
+        )
     if array.name is not None:
         entry = "array" if path.suffix.lower() == ".npz" else "tensor"
         where = f"{path_text} ({entry} {array.name!r}" + (
@@ -335,7 +340,7 @@ def _as_float_features(feats: Tensor, flag: str, where: str, *, extracted: bool)
             else "convert them to float32 if they are feature values, or pass --extractor if they are images"
         )
         raise CLIError(f"{flag} {where}: expected floating-point features, but got dtype {feats.dtype}; {hint}")
-    if feats.dtype in (torch.float16, torch.bfloat16):
+    if feats.dtype in NARROW_FLOATS:  # float16, bfloat16, float8: exact in float32
         feats = feats.to(torch.float32)
     if feats.ndim == 2 and feats.numel():
         bad = int((~torch.isfinite(feats)).any(1).sum())

@@ -1022,6 +1022,38 @@ def test_same_file_without_keys_is_refused_rather_than_scored_against_itself(tmp
     assert json.loads(out.read_text())["scores"]["precision"] == 1.0
 
 
+def test_an_empty_key_names_the_entry_called_empty(tmp_path):
+    np.savez(tmp_path / "both.npz", **{"real": SMALL, "": SMALL[:12]})
+    np.save(tmp_path / "fake.npy", SMALL[::-1] + 0.1)
+    out = tmp_path / "o.json"
+    argv = ["evaluate", "--real", str(tmp_path / "both.npz"), "--real-key", "", "--fake", str(tmp_path / "fake.npy")]
+    assert main([*argv, "--json", str(out), "--no-prd", "--no-alpha-beta", "-q"]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["real"]["key"] == "" and payload["real"]["num_samples"] == 12
+
+
+def test_float8_pt_is_upcast_and_a_meta_tensor_is_refused_naming_the_flag(tmp_path, capfd):
+    kind = getattr(torch, "float8_e4m3fn", None)
+    np.save(tmp_path / "real.npy", SMALL)
+    real = str(tmp_path / "real.npy")
+    if kind is not None:
+        eight = torch.as_tensor(SMALL[::-1] + 0.1).to(kind)
+        torch.save(eight, tmp_path / "f8.pt")
+        torch.save(eight.float(), tmp_path / "f32.pt")
+        outs = []
+        for name in ("f8", "f32"):
+            out = tmp_path / f"{name}.json"
+            argv = ["evaluate", "--real", real, "--fake", str(tmp_path / f"{name}.pt"), "--json", str(out)]
+            assert main([*argv, "--no-prd", "--no-alpha-beta", "-q"]) == 0
+            outs.append(json.loads(out.read_text())["scores"])
+        assert outs[0] == outs[1]
+    torch.save(torch.empty(30, SMALL.shape[1], device="meta"), tmp_path / "meta.pt")
+    capfd.readouterr()
+    assert main(["evaluate", "--real", real, "--fake", str(tmp_path / "meta.pt"), "-q"]) == 1
+    err = capfd.readouterr().err
+    assert "--fake" in err and "meta.pt: the tensor is on the meta device" in err and "Traceback" not in err
+
+
 def test_help_documents_everything(capfd):
     assert main(["evaluate", "--help"]) == 0
     text = capfd.readouterr().out

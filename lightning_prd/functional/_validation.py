@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 #: narrow float dtypes, widened to float32 without loss (the float8 kinds this torch has)
-_UPCAST = (torch.float16, torch.bfloat16) + tuple(
+NARROW_FLOATS = (torch.float16, torch.bfloat16) + tuple(
     getattr(torch, name)
     for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
     if hasattr(torch, name)
@@ -162,7 +162,7 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
         raise ValueError(
             f"Expected argument `{name}` to hold data, but got a tensor on the meta device of shape {tuple(x.shape)}"
         )
-    if x.dtype in _UPCAST:
+    if x.dtype in NARROW_FLOATS:
         x = x.float()
     if x.ndim != 2:
         raise ValueError(
