@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, List, Sequence
 
@@ -172,10 +173,22 @@ def run_command(args: argparse.Namespace) -> int:
                 for r in runs
             ],
         }
-        _write(args.json, "--json", lambda out: out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n"))
+        text = json.dumps(_finite(payload), indent=2, allow_nan=False) + "\n"  # standard JSON: null, not NaN
+        _write(args.json, "--json", lambda out: out.write_text(text))
     if args.plot:
         from lightning_prd.plotting import plot_runs
 
         fig = plot_runs({r.label: r.scores for r in runs}, panels=PANEL_SCORES)
         _write(args.plot, "--plot", lambda out: fig.savefig(out, format=out.suffix[1:].lower() or "png"))
     return 0
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (a NaN or infinite logged score) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -153,19 +153,26 @@ def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float
     return scores, tags
 
 
+#: the largest epoch number read from a CSV (every integer up to it is exact in float64)
+MAX_EPOCH = 2**53
+
+
 def _read_csv(file: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List[str]]:
     scores: Dict[str, Dict[int, float]] = {}
     try:
-        with open(file, newline="") as fh:
+        with open(file, newline="", encoding="utf-8-sig") as fh:  # (a byte-order mark is not a column name)
             reader = csv.DictReader(fh)
             columns = [c for c in reader.fieldnames or [] if c]
+            twice = sorted({c for c in columns if columns.count(c) > 1 and (c == "epoch" or c.startswith(prefix))})
+            if twice:
+                raise RunsError(f"{file}: the column(s) {', '.join(map(repr, twice))} appear more than once")
             for row in reader:
                 cells = {c: row.get(c) for c in columns if c.startswith(prefix) and row.get(c) not in (None, "")}
                 if not cells:
                     continue
                 line = reader.line_num
                 epoch = _number(row.get("epoch"), file, line, "epoch")
-                if epoch is None or epoch != int(epoch) or epoch < 0:
+                if epoch is None or not 0 <= epoch <= MAX_EPOCH or epoch != int(epoch):
                     raise RunsError(
                         f"{file} line {line}: expected a non-negative integer in column 'epoch' next to "
                         f"the {prefix} scores, but got {row.get('epoch')!r}"

@@ -196,6 +196,30 @@ def test_runs_without_scores(tmp_path, capsys):
     assert "no 'other/' scores" in capsys.readouterr().err
 
 
+def _csv_run(root, name, text, bom=False):
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
+    return str(run)
+
+
+def test_csv_epochs_must_be_finite_integers_and_columns_unique(tmp_path, capsys):
+    for name, epoch in (("inf", "inf"), ("nan", "nan"), ("huge", "1e300"), ("half", "1.5"), ("negative", "-1")):
+        run = _csv_run(tmp_path, name, f"epoch,prd/precision\n{epoch},0.5\n")
+        _fails(["runs", run], capsys, "metrics.csv line 2", "non-negative integer in column 'epoch'", repr(epoch))
+    run = _csv_run(tmp_path, "twice", "epoch,prd/precision,prd/precision\n0,0.5,0.6\n")
+    _fails(["runs", run], capsys, "metrics.csv", "'prd/precision' appear more than once")
+
+
+def test_csv_with_a_byte_order_mark_and_non_finite_scores_write_standard_json(tmp_path, capsys):
+    run = _csv_run(tmp_path, "bom", "epoch,prd/precision,prd/recall\n0,nan,0.25\n1,0.5,inf\n", bom=True)
+    out = tmp_path / "o.json"
+    assert main(["runs", run, "--json", str(out)]) == 0
+    payload = json.loads(out.read_text(), parse_constant=lambda name: pytest.fail(f"non-standard JSON {name}"))
+    history = payload["runs"][0]["history"]
+    assert history["precision"] == [[0, None], [1, 0.5]] and history["recall"] == [[0, 0.25], [1, None]]
+
+
 def test_unreadable_files(tmp_path, capsys):
     bad = tmp_path / "bad"
     bad.mkdir()
