@@ -324,7 +324,8 @@ def test_generative_metrics_kid_needs_two_samples_of_each_set():
     with pytest.raises(ValueError, match="at least 2 real and 2 generated samples for KID.*M = 1 generated"):
         metric.compute()
     metric.update(torch.randn(5, 4), real=False)  # nothing lost: more samples make it computable
-    assert torch.isfinite(metric.compute()["kid"])
+    with pytest.warns(UserWarning, match="subsets of 6 samples are used"):
+        assert torch.isfinite(metric.compute()["kid"])
 
 
 def test_error_bars_too_many_for_the_generated_set_names_error_bars():
@@ -451,6 +452,20 @@ def test_metric_rejects_bad_batch_and_keeps_state(name, case, role):
 
 
 @pytest.mark.filterwarnings("ignore:The ``compute`` method")
+@pytest.mark.parametrize("name", list(METRICS))
+def test_metric_empty_batches_do_not_fix_the_width(name):
+    metric = METRICS[name]()
+    metric.update(torch.empty(0, 3), real=True)
+    metric.update(torch.empty(0, 3), real=False)
+    real, fake = _data()
+    _feed(metric, real, fake)  # 4 features: accepted
+    reference = METRICS[name]()
+    _feed(reference, real, fake)
+    _assert_same(metric.compute(), reference.compute())
+    with pytest.raises(ValueError, match="to have 4 features like the samples accumulated so far"):
+        metric.update(torch.zeros(2, 3), real=False)
+
+
 @pytest.mark.parametrize("name", list(METRICS))
 def test_metric_compute_with_nothing_accumulated(name):
     metric = METRICS[name]()

@@ -112,6 +112,11 @@ class FeatureMetric(Metric):
             )
         if _shares_memory(feats, out):
             feats = feats.clone()
+        if first is None and feats.shape[0]:  # the first samples fix the width: drop empty batches of another
+            for other in ("real_features", "fake_features"):
+                state = getattr(self, other)
+                if isinstance(state, list) and any(t.shape[1:] != feats.shape[1:] for t in state):
+                    setattr(self, other, [t for t in state if t.shape[1:] == feats.shape[1:]])
         name = "real_features" if real else "fake_features"
         setattr(self, name, list(getattr(self, name)) + [feats.contiguous()])
 
@@ -131,7 +136,7 @@ class FeatureMetric(Metric):
         for state in (self.real_features, self.fake_features):
             tensors = state if isinstance(state, list) else [state]
             for t in tensors:
-                if t.ndim == 2:
+                if t.ndim == 2 and t.shape[0]:  # (an empty batch does not fix the width)
                     return t
         return None
 
