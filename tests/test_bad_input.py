@@ -328,6 +328,15 @@ def test_generative_metrics_kid_needs_two_samples_of_each_set():
         assert torch.isfinite(metric.compute()["kid"])
 
 
+def test_nothing_switched_on_is_refused():
+    off = dict(frechet=False, prd=False, alpha_beta=False, probabilistic=False, pr_cover=False)
+    with pytest.raises(ValueError, match="at least one score to compute, but `k_precision_recall` and"):
+        GenerativeMetrics(k_precision_recall=None, k_density_coverage=None, **off)
+    real, fake = _data()
+    with pytest.raises(ValueError, match="at least one score to compute, but `k_pr` and `k_dc` are None"):
+        F.generative_metrics(real, fake, k_pr=None, k_dc=None, realism=False, authenticity=False, **off)
+
+
 def test_error_bars_too_many_for_the_generated_set_names_error_bars():
     real, fake = _data(n=30, m=30, d=3)
     with pytest.raises(
@@ -466,6 +475,7 @@ def test_metric_empty_batches_do_not_fix_the_width(name):
         metric.update(torch.zeros(2, 3), real=False)
 
 
+@pytest.mark.filterwarnings("ignore:The ``compute`` method of metric")  # torchmetrics: compute before update
 @pytest.mark.parametrize("name", list(METRICS))
 def test_metric_compute_with_nothing_accumulated(name):
     metric = METRICS[name]()

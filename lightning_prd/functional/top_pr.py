@@ -117,7 +117,9 @@ def _support(
     if h <= 0:
         raise ValueError(
             f"Expected argument `{name}` to have distinct samples, but TopP&R's bandwidth of it is 0 (half of "
-            f"its samples have {k} exact duplicates): its kernel density estimate is undefined"
+            f"its samples have {k} duplicates once projected and centred on the real mean in float64: exact "
+            "copies, or a spread below float64's resolution of that offset): its kernel density estimate is "
+            "undefined"
         )
     n = x.shape[0]
     weights = torch.cat([torch.ones(1, n, dtype=torch.float64, device=x.device), _counts(resamples, n, x.device)])
