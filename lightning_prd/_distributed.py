@@ -25,11 +25,13 @@ def _code(dtype: torch.dtype) -> int:
 
 
 def gather_features(x: Tensor, group: Optional[Any] = None) -> List[Tensor]:
-    """Gather a ``[n_r, D]`` (or empty ``(0,)``) tensor from every rank; returns one tensor per rank."""
+    """Gather a ``[n_r, D]`` (or empty ``(0,)``) tensor from every rank; returns one tensor per rank.
+    Ranks holding no rows do not count in the width check."""
     world = dist.get_world_size(group)
     empty = x.numel() == 0 and x.ndim != 2
     rows = 0 if empty else int(x.shape[0])
-    width = int(x.shape[1]) if x.ndim == 2 else (-1 if empty else int(x.reshape(rows, -1).shape[1]))
+    # a rank without rows has no width (an empty batch does not fix it, as in a single process)
+    width = -1 if rows == 0 else (int(x.shape[1]) if x.ndim == 2 else int(x.reshape(rows, -1).shape[1]))
     meta = torch.tensor([rows, width, _code(x.dtype)], dtype=torch.long, device=x.device)
     metas = [torch.zeros_like(meta) for _ in range(world)]
     dist.all_gather(metas, meta, group=group)

@@ -153,7 +153,7 @@ def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float
     return scores, tags
 
 
-#: the largest epoch number read from a CSV (every integer up to it is exact in float64)
+#: epochs read from a CSV lie below this (every integer below it is exact in float64)
 MAX_EPOCH = 2**53
 
 
@@ -172,7 +172,7 @@ def _read_csv(file: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List
                     continue
                 line = reader.line_num
                 epoch = _number(row.get("epoch"), file, line, "epoch")
-                if epoch is None or not 0 <= epoch <= MAX_EPOCH or epoch != int(epoch):
+                if epoch is None or not 0 <= epoch < MAX_EPOCH or epoch != int(epoch):
                     raise RunsError(
                         f"{file} line {line}: expected a non-negative integer in column 'epoch' next to "
                         f"the {prefix} scores, but got {row.get('epoch')!r}"

@@ -148,6 +148,22 @@ def test_ddp_rank_with_only_an_empty_batch():
     assert run_ddp(_empty_batch) == [expected, expected]
 
 
+def _empty_batch_of_another_width(rank, world):
+    m = PrecisionRecall()
+    # rank 1's only real batch is empty and of another width: it holds no rows, so no width
+    m.update(REAL if rank == 0 else torch.empty(0, REAL.shape[1] + 3), real=True)
+    m.update(FAKE[rank * 20 : rank * 20 + 20], real=False)
+    return {k: float(v) for k, v in m.compute().items()}
+
+
+def test_ddp_empty_batch_of_another_width_does_not_count():
+    ref = PrecisionRecall()
+    ref.update(REAL, real=True)
+    ref.update(FAKE[:40], real=False)
+    expected = {k: float(v) for k, v in ref.compute().items()}
+    assert run_ddp(_empty_batch_of_another_width) == [expected, expected]
+
+
 def _collection_forward_and_explicit_sync(rank, world):
     """A MetricCollection (shared feature states: one compute group) fed through ``forward``;
     then an explicit ``sync()`` / ``unsync()`` around a compute, and a second epoch."""

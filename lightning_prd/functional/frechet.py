@@ -33,7 +33,10 @@ def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor, float]:
             f"Expected argument `{name}` to have a mean within float64's range, but its values reach "
             f"{float(x.abs().max()):.3g}; multiply both sets by one common factor c (the distance scales by c^2)"
         )
-    scale = unit_scale(value_range(x))
+    spread = value_range(x)
+    if spread == 0:  # identical rows: the covariance is 0 (the rounded mean would leave ulps behind)
+        return mu, torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device), 1.0
+    scale = unit_scale(spread)
     return mu, gram64(x, centre=mu, scale=scale) / (x.shape[0] - 1), scale
 
 

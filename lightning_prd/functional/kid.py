@@ -96,27 +96,20 @@ def poly_mmd2(
     return same / (m * (m - 1)) - 2 * cross / (m * m)
 
 
-def _max_norm(x: Tensor) -> float:
-    """The largest L2 row norm of ``x`` in float64 (inf when it overflows)."""
-    return max(float(rows.norm(dim=1).max()) for _, rows in row_chunks(x))
+def _row_norms(x: Tensor) -> Tensor:
+    """Float64 L2 row norms of ``x`` (inf where one overflows), in row chunks."""
+    return torch.cat([rows.norm(dim=1) for _, rows in row_chunks(x)])
 
 
 def check_kernel_range(
-    real: Tensor, fake: Tensor, *, subset_size: int, degree: int, gamma: Optional[float], coef: float
-) -> float:
-    r"""Raise ``ValueError`` when a subset's kernel sums could overflow float64; else return a
-    bound on the rounding error of one MMD² value.
+    real_norms: Tensor, fake_norms: Tensor, *, subset_size: int, degree: int, gamma: float, coef: float
+) -> None:
+    r"""Raise ``ValueError`` when a subset's kernel sums could overflow float64.
 
-    Every kernel value is at most :math:`K = (\gamma B^2 + c)^d` in magnitude, with :math:`B` the
+    Every kernel value is at most :math:`(\gamma B^2 + c)^d` in magnitude, with :math:`B` the
     largest row norm of the two sets (Cauchy-Schwarz; the diagonal of a set's own kernel
-    reaches it), and each MMD² sums ``3 m^2`` of them. Rounding: a product :math:`x^\top y` is
-    off by at most :math:`D \epsilon |x||y|`, which moves a kernel value by at most
-    :math:`d (\gamma B^2 + c)^{d-1} \gamma B^2 D \epsilon`; the sums add
-    :math:`2 \log_2(m) \epsilon K` each; the MMD weighs the three sums' means by 4 in all. The
-    test needs one pass over the features and is the same on every rank."""
-    dim = real.shape[1]
-    gamma = 1.0 / dim if gamma is None else gamma
-    (largest, name) = max((_max_norm(real), "real"), (_max_norm(fake), "fake"))
+    reaches it), and each MMD² sums ``3 m^2`` of them. The same on every rank."""
+    (largest, name) = max((float(real_norms.max()), "real"), (float(fake_norms.max()), "fake"))
     base = gamma * largest * largest + coef  # inf when it overflows
     log_bound = degree * math.log(base) if base > 0 else -math.inf
     if log_bound + math.log(3 * subset_size * subset_size) > math.log(torch.finfo(torch.float64).max):
@@ -126,28 +119,53 @@ def check_kernel_range(
             f"degree = {degree}), so the kernel reaches ~1e{log_bound / math.log(10):.0f}; scale the features "
             "down (KID, unlike the k-NN scores, depends on their scale)"
         )
-    eps = torch.finfo(torch.float64).eps
-    product = degree * base ** (degree - 1) * gamma * largest * largest * dim * eps
-    summed = 2 * math.log2(max(2, subset_size)) * eps * base**degree
-    return 4 * (product + summed)
 
 
-#: an MMD² value must exceed its rounding bound this many times over to be trusted
-RESOLUTION = 100.0
+def _pair_mean(a: Tensor, b: Tensor, terms: List[float]) -> float:
+    """Mean over all pairs ``(i, j)`` of ``sum_p terms[p] (a_i b_j)^p``: separable, so
+    ``sum_p terms[p] mean(a^p) mean(b^p)`` in ``O(len(a) + len(b))``."""
+    return sum(t * float(a.pow(p).mean()) * float(b.pow(p).mean()) for p, t in enumerate(terms) if t)
 
 
-def check_resolution(values: Tensor, rounding: float, constant: bool) -> None:
-    """Raise ``ValueError`` when the subsets' MMD² values are not clearly above the rounding
-    bound of :func:`check_kernel_range` (features with a large common offset or scale, whose
-    kernel values dwarf the differences the MMD is made of). ``constant``: every row of both
-    sets is the same, so every kernel value is equal and the values are exactly 0."""
-    largest = float(values.abs().max())
-    if not constant and largest < RESOLUTION * rounding:
+def mmd_rounding(real_norms: Tensor, fake_norms: Tensor, *, degree: int, gamma: float, coef: float, dim: int) -> float:
+    r"""A bound on the float64 rounding error of one subset's MMD² (row norms of its samples).
+
+    With :math:`t = \gamma |x||y|`, a product :math:`x^\top y` is off by at most
+    :math:`D \epsilon |x||y|`, which moves the kernel value by at most
+    :math:`d (t + c)^{d-1} t D \epsilon`, and summing :math:`m^2` values adds at most
+    :math:`2 \log_2(m) \epsilon` times their magnitudes :math:`(t + c)^d`. Both are polynomials
+    in :math:`|x||y|`, so their means over the pairs follow from the power means of the norms.
+    The MMD weighs the two same-set means by ``m / (m - 1)`` and the cross mean by 2."""
+    eps, m = torch.finfo(torch.float64).eps, real_norms.shape[0]
+    # coefficients of (t + c)^(d-1) t and of (t + c)^d as polynomials in |x||y| (t = gamma |x||y|)
+    moved = [0.0] + [math.comb(degree - 1, k) * coef ** (degree - 1 - k) * gamma ** (k + 1) for k in range(degree)]
+    size = [math.comb(degree, k) * coef ** (degree - k) * gamma**k for k in range(degree + 1)]
+    moved = [degree * dim * eps * t for t in moved]
+    size = [2 * math.log2(max(2, m)) * eps * t for t in size]
+    terms = [u + v for u, v in zip(moved, size)]
+    same = _pair_mean(real_norms, real_norms, terms) + _pair_mean(fake_norms, fake_norms, terms)
+    return same * m / (m - 1) + 2 * _pair_mean(real_norms, fake_norms, terms)
+
+
+#: the subsets' MMD² values must exceed their worst-case rounding bound this many times over (on
+#: average). Below it not even their sign is guaranteed; the worst case (every product off by
+#: ``D eps |x||y|`` in the same direction) is 3 or more orders above the errors seen in practice
+RESOLUTION = 1.0
+
+
+def check_resolution(values: Tensor, rounding: Tensor, constant: bool) -> None:
+    """Raise ``ValueError`` when the subsets' MMD² values are not clearly above their rounding
+    bounds (:func:`mmd_rounding`; features with a large common offset or scale, whose kernel
+    values dwarf the differences the MMD is made of): mean ``|value|`` below
+    :data:`RESOLUTION` times the mean bound. ``constant``: every row of both sets is the same, so
+    every kernel value is equal and the values are exactly 0."""
+    size, bound = float(values.abs().mean()), float(rounding.mean())
+    if not constant and size < RESOLUTION * bound:
         raise ValueError(
-            f"Expected features whose KID float64 can resolve, but the subsets' MMD² values (up to {largest:.3g}) "
-            f"are within {RESOLUTION:g}x of their rounding bound {rounding:.3g}: the polynomial kernel's values "
-            "dwarf their differences (features with a large common offset, or a scale far from 1); KID depends on "
-            "both, so compare features of ordinary range"
+            f"Expected features whose KID float64 can resolve, but the subsets' MMD² values (mean |value| "
+            f"{size:.3g}) are within {RESOLUTION:g}x of their rounding bound (mean {bound:.3g}): the polynomial "
+            "kernel's values dwarf their differences (features with a large common offset, or a scale far from 1); "
+            "KID depends on both, so compare features of ordinary range"
         )
 
 
@@ -178,17 +196,21 @@ def kid_scores(
     (each value is one rank's, the others add 0): every rank gets the single-process values.
     """
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
-    rounding = check_kernel_range(real, fake, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef)
+    scale = 1.0 / real.shape[1] if gamma is None else gamma
+    real_norms, fake_norms = _row_norms(real), _row_norms(fake)
+    check_kernel_range(real_norms, fake_norms, subset_size=subset_size, degree=degree, gamma=scale, coef=coef)
     draws = _subset_indices(real.shape[0], fake.shape[0], subsets, subset_size, seed)
-    values = torch.zeros(subsets, dtype=torch.float64, device=real.device)
+    out = torch.zeros(2, subsets, dtype=torch.float64, device=real.device)  # values, rounding bounds
     for s, (ri, fi) in enumerate(draws):
         if shard is None or shard.owns(s):
-            values[s] = poly_mmd2(
-                real[ri.to(real.device)], fake[fi.to(fake.device)], degree=degree, gamma=gamma, coef=coef
+            ri, fi = ri.to(real.device), fi.to(fake.device)
+            out[0, s] = poly_mmd2(real[ri], fake[fi], degree=degree, gamma=gamma, coef=coef)
+            out[1, s] = mmd_rounding(
+                real_norms[ri], fake_norms[fi], degree=degree, gamma=scale, coef=coef, dim=real.shape[1]
             )
-    values = values if shard is None else shard.sum(values)
-    check_resolution(values, rounding, constant=value_range(real, fake) == 0)
-    return values
+    out = out if shard is None else shard.sum(out)
+    check_resolution(out[0], out[1], constant=value_range(real, fake) == 0)
+    return out[0]
 
 
 def kernel_inception_distance(
@@ -235,7 +257,7 @@ def kernel_inception_distance(
 
     Raises:
         ValueError: when the kernel values could overflow float64, or when the MMD² values are
-            not clearly above float64's rounding of the kernel sums (:func:`check_kernel_range`;
+            not clearly above float64's rounding of the kernel sums (:func:`mmd_rounding`;
             features with a large common offset, or a scale far from 1 with ``coef = 1``).
 
     Example:
