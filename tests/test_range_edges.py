@@ -219,6 +219,12 @@ def test_frechet_distance_of_features_whose_mean_overflows_raises():
         frechet_distance(real * 1e140 + 1e306, fake)
 
 
+@pytest.mark.parametrize("q", [0.5, 1, 2, "inf"])
+def test_vendi_of_all_zero_raw_rows_raises(q):
+    with pytest.raises(ValueError, match="`features` to have a nonzero row when `normalize=False`"):
+        F.vendi_score(torch.zeros(6, 3), q=q, normalize=False)
+
+
 def test_vendi_of_raw_rows_past_float64_raises():
     with pytest.raises(ValueError, match="`features` to have rows whose squared norms fit float64's range"):
         F.vendi_score(_pair64(1e160)[1], normalize=False)

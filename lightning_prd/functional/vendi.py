@@ -130,4 +130,10 @@ def vendi_of(x: Tensor, *, q: float, normalize: bool, name: str) -> Tensor:
         )
     eigenvalues = torch.linalg.eigvalsh(gram)
     tol = eigenvalues.shape[0] * torch.finfo(torch.float64).eps * eigenvalues.abs().max()
-    return vendi_from_eigenvalues(torch.where(eigenvalues > tol, eigenvalues, torch.zeros_like(eigenvalues)), q)
+    eigenvalues = torch.where(eigenvalues > tol, eigenvalues, torch.zeros_like(eigenvalues))
+    if not bool((eigenvalues > 0).any()):  # only all-zero rows (normalize=False) get here: no spectrum
+        raise ValueError(
+            f"Expected argument `{name}` to have a nonzero row when `normalize=False` (the kernel of all-zero "
+            "rows is 0 and has no spectrum to take the entropy of), but every row is zero"
+        )
+    return vendi_from_eigenvalues(eigenvalues, q)
