@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._validation import NARROW_FLOATS, as_features, torch_compatible
+from lightning_prd.functional._validation import NARROW_FLOATS, as_features, non_finite_rows, torch_compatible
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
@@ -342,10 +342,9 @@ def _as_float_features(feats: Tensor, flag: str, where: str, *, extracted: bool)
         raise CLIError(f"{flag} {where}: expected floating-point features, but got dtype {feats.dtype}; {hint}")
     if feats.dtype in NARROW_FLOATS:  # float16, bfloat16, float8: exact in float32
         feats = feats.to(torch.float32)
-    if feats.ndim == 2 and feats.numel():
-        bad = int((~torch.isfinite(feats)).any(1).sum())
-        if bad:
-            raise CLIError(f"{flag} {where}: {bad} of {feats.shape[0]} samples hold NaN or Inf features")
+    bad = non_finite_rows(feats) if feats.ndim == 2 else 0
+    if bad:
+        raise CLIError(f"{flag} {where}: {bad} of {feats.shape[0]} samples hold NaN or Inf features")
     try:
         return as_features(feats, flag[2:])
     except (TypeError, ValueError) as err:

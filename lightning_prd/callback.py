@@ -41,7 +41,7 @@ from lightning_prd import plotting
 from lightning_prd._schedule import fit_ends_after_epoch, fitting, is_due, validation_ends_epoch
 from lightning_prd.features.base import first_tensor
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
-from lightning_prd.functional._validation import check_positive_int, check_seed
+from lightning_prd.functional._validation import check_positive_int, check_seed, non_finite_rows
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, adapter_for, compact_prd
 from lightning_prd.metrics.generative import GenerativeMetrics
 from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
@@ -65,17 +65,6 @@ def rank_shard(total: int, rank: int, world_size: int) -> range:
     base, extra = divmod(total, world_size)
     start = rank * base + min(rank, extra)
     return range(start, start + base + (rank < extra))
-
-
-def _check_finite(real: Tensor) -> None:
-    """A floating tensor of real samples must be finite (checked once, before any training)."""
-    if not real.is_floating_point() or bool(torch.isfinite(real.detach().sum())):
-        return
-    bad = int((~torch.isfinite(real.detach())).reshape(real.shape[0], -1).any(1).sum())
-    if bad:  # (a finite set whose sum overflows is fine)
-        raise ValueError(
-            f"Expected argument `real` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
-        )
 
 
 class PRDCallbackCore:
@@ -105,7 +94,11 @@ class PRDCallbackCore:
                 raise ValueError(
                     f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}"
                 )
-            _check_finite(real)
+            bad = non_finite_rows(real.detach()) if real.is_floating_point() else 0
+            if bad:  # checked once, before any training
+                raise ValueError(
+                    f"Expected argument `real` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
+                )
         elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
             raise TypeError(
                 "Expected argument `real` to be a tensor or a DataLoader of real samples, "

@@ -121,6 +121,17 @@ def torch_compatible(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def non_finite_rows(x: Tensor) -> int:
+    """How many samples (entries of the first dimension) of a floating tensor hold NaN or Inf.
+
+    A finite sum means every value is finite (NaN and inf propagate); only a non-finite sum,
+    from bad values or an overflow of huge ones, needs the elementwise test (5x the cost).
+    """
+    if x.numel() == 0 or bool(torch.isfinite(x.sum())):
+        return 0
+    return int((~torch.isfinite(x)).reshape(x.shape[0], -1).any(1).sum())
+
+
 def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
     """Convert ``x`` to a finite floating ``[n, D]`` tensor.
 
@@ -172,10 +183,8 @@ def as_features(x: Any, name: str, *, allow_empty: bool = False) -> Tensor:
         raise ValueError(f"Expected argument `{name}` to hold at least one sample, but got shape {tuple(x.shape)}")
     if x.shape[1] == 0:
         raise ValueError(f"Expected argument `{name}` to have at least one feature, but got shape {tuple(x.shape)}")
-    # a finite sum means every value is finite (NaN and inf propagate); only a non-finite sum,
-    # from bad values or an overflow of huge ones, needs the elementwise test (5x the cost)
-    if x.numel() and not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
-        bad = int((~torch.isfinite(x)).any(1).sum())
+    bad = non_finite_rows(x)
+    if bad:
         raise ValueError(f"Expected argument `{name}` to be finite, but {bad} of its {x.shape[0]} rows hold NaN or Inf")
     # one memory layout for every caller: BLAS kernels (and so float32 rounding of values such
     # as realism) depend on it, and results must not depend on how the caller sliced the data
