@@ -153,14 +153,14 @@ def mmd_rounding(real_norms: Tensor, fake_norms: Tensor, *, degree: int, gamma: 
 RESOLUTION = 1.0
 
 
-def check_resolution(values: Tensor, rounding: Tensor, constant: bool) -> None:
+def check_resolution(values: Tensor, rounding: Tensor, real: Tensor, fake: Tensor) -> None:
     """Raise ``ValueError`` when the subsets' MMD² values are not clearly above their rounding
     bounds (:func:`mmd_rounding`; features with a large common offset or scale, whose kernel
     values dwarf the differences the MMD is made of): mean ``|value|`` below
-    :data:`RESOLUTION` times the mean bound. ``constant``: every row of both sets is the same, so
-    every kernel value is equal and the values are exactly 0."""
+    :data:`RESOLUTION` times the mean bound. Unless every row of both sets is the same: then
+    every kernel value is equal and the values are exactly 0 (tested only in that case)."""
     size, bound = float(values.abs().mean()), float(rounding.mean())
-    if not constant and size < RESOLUTION * bound:
+    if size < RESOLUTION * bound and value_range(real, fake) != 0:
         raise ValueError(
             f"Expected features whose KID float64 can resolve, but the subsets' MMD² values (mean |value| "
             f"{size:.3g}) are within {RESOLUTION:g}x of their rounding bound (mean {bound:.3g}): the polynomial "
@@ -196,9 +196,9 @@ def kid_scores(
     (each value is one rank's, the others add 0): every rank gets the single-process values.
     """
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
-    scale = 1.0 / real.shape[1] if gamma is None else gamma
+    kernel_gamma = 1.0 / real.shape[1] if gamma is None else gamma  # (poly_mmd2's default)
     real_norms, fake_norms = _row_norms(real), _row_norms(fake)
-    check_kernel_range(real_norms, fake_norms, subset_size=subset_size, degree=degree, gamma=scale, coef=coef)
+    check_kernel_range(real_norms, fake_norms, subset_size=subset_size, degree=degree, gamma=kernel_gamma, coef=coef)
     draws = _subset_indices(real.shape[0], fake.shape[0], subsets, subset_size, seed)
     out = torch.zeros(2, subsets, dtype=torch.float64, device=real.device)  # values, rounding bounds
     for s, (ri, fi) in enumerate(draws):
@@ -206,10 +206,10 @@ def kid_scores(
             ri, fi = ri.to(real.device), fi.to(fake.device)
             out[0, s] = poly_mmd2(real[ri], fake[fi], degree=degree, gamma=gamma, coef=coef)
             out[1, s] = mmd_rounding(
-                real_norms[ri], fake_norms[fi], degree=degree, gamma=scale, coef=coef, dim=real.shape[1]
+                real_norms[ri], fake_norms[fi], degree=degree, gamma=kernel_gamma, coef=coef, dim=real.shape[1]
             )
     out = out if shard is None else shard.sum(out)
-    check_resolution(out[0], out[1], constant=value_range(real, fake) == 0)
+    check_resolution(out[0], out[1], real, fake)
     return out[0]
 
 

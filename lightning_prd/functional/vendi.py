@@ -33,7 +33,7 @@ def check_vendi_order(q: Any) -> float:
         raise ValueError(f'Expected argument `q` to be a number in (0, inf] (or "inf"), but got {q!r}') from None
 
 
-def _row_norms(rows: Tensor) -> Tuple[Tensor, Tensor]:
+def _scaled_norms(rows: Tensor) -> Tuple[Tensor, Tensor]:
     """``(s, n)`` of float64 rows: ``s`` the power of two that brings each row's largest entry
     into ``[0.5, 1)`` (1 for a zero row) and ``n`` the L2 norm of ``s x``, so ``s x / n`` is the unit
     row and neither its squares nor the norm overflow or underflow. Scaling by a power of two is
@@ -48,7 +48,7 @@ def _gram64(x: Tensor, normalize: bool, name: str) -> Tensor:
     n, dim = x.shape
     scale = norms = None
     if normalize:
-        parts = [_row_norms(rows) for _, rows in row_chunks(x)]
+        parts = [_scaled_norms(rows) for _, rows in row_chunks(x)]
         scale, norms = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         zero = int((norms == 0).sum())
         if zero:
