@@ -183,12 +183,12 @@ def make_plan(
         with _group("cmmd"):
             cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
     families = (prd_opts, ab, kid_opts, vendi_opts, top, prob, cover, cm)
-    if k_pr is None and k_dc is None and not any(v is True for v in (realism, authenticity, frechet)):
-        if all(option is None for option in families):
-            raise ValueError(
-                f"Expected at least one score to compute, but `{names['k_pr']}` and `{names['k_dc']}` are None and "
-                "every other score is switched off"
-            )
+    core_on = k_pr is not None or k_dc is not None or any(v is True for v in (realism, authenticity, frechet))
+    if not core_on and all(options is None for options in families):
+        raise ValueError(
+            f"Expected at least one score to compute, but `{names['k_pr']}` and `{names['k_dc']}` are None and "
+            "every other score is switched off"
+        )
     return Plan(
         k_pr=k_pr,
         k_dc=k_dc,
