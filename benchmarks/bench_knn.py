@@ -49,8 +49,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional.alpha_beta import fake_centre_distance
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import shapes
 from lightning_prd.functional.knn.screen import SCREEN_MIN_ELEMENTS, SCREEN_MIN_ROWS, screen_available
 from lightning_prd.functional.pr_cover import cover_k

@@ -23,8 +23,8 @@ from typing import Callable, Dict, List
 
 import torch
 
-from lightning_prd.functional._engine import knn_pass
 from lightning_prd.functional.alpha_beta import fake_centre_distance
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import cross, realism
 
 

@@ -26,7 +26,7 @@ from typing import Any, List, Optional, Sized, cast
 
 from torch.utils.data import DistributedSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler
 
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional.engine.inputs import check_positive_int
 
 
 def _samplers(loader: Any) -> List[Any]:

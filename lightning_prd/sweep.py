@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import Identity, extract_features
-from lightning_prd.functional._validation import check_positive_int, check_seed
+from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 
 
 @dataclass

@@ -13,7 +13,6 @@ import pytest
 import torch
 from torch import nn
 
-from lightning_prd.functional._oneclass import train_oneclass
 from lightning_prd.functional.alpha_beta import (
     NEVER,
     _integrated,
@@ -22,6 +21,7 @@ from lightning_prd.functional.alpha_beta import (
     authenticity,
 )
 from lightning_prd.functional.density_coverage import density_coverage
+from lightning_prd.functional.engine.oneclass import train_oneclass
 from lightning_prd.metrics.alpha_beta import AlphaPrecisionBetaRecall
 
 KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve", "alpha_precision", "beta_recall", "authenticity")

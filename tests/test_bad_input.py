@@ -806,7 +806,7 @@ def test_reversed_and_big_endian_arrays_are_features():
 def test_huge_finite_features_are_accepted_and_bad_values_still_found():
     """The finiteness check sums first (a finite sum proves every value finite); a sum that
     overflows must fall back to the elementwise test, not reject finite features."""
-    from lightning_prd.functional._validation import as_features
+    from lightning_prd.functional.engine.inputs import as_features
 
     huge = torch.full((10, 3), 3e38)
     assert torch.equal(as_features(huge, "real"), huge)
@@ -820,7 +820,7 @@ def test_device_mismatch_message_without_a_gpu():
     """The device rule itself, checked on stand-ins (the CUDA variants above run where a GPU is)."""
     from types import SimpleNamespace
 
-    from lightning_prd.functional._validation import check_pair
+    from lightning_prd.functional.engine.inputs import check_pair
 
     real = SimpleNamespace(shape=(5, 4), device=torch.device("cpu"))
     fake = SimpleNamespace(shape=(6, 4), device=torch.device("cuda", 0))

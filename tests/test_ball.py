@@ -137,7 +137,7 @@ def test_functions_and_metric_classes_equal_prdc(case, path):
 def test_radii_equal_prdc(case):
     """The radii are convention-free: NND_k (the point excluded, duplicates at 0) equals prdc's
     (k + 1)-th smallest distance of a row that includes the point itself."""
-    from lightning_prd.functional._engine import knn_pass
+    from lightning_prd.functional.engine.one_pass import knn_pass
 
     real, fake = make_case(case)
     for k in (1, 3, 5):

@@ -739,7 +739,7 @@ def test_unwritable_output_fails_before_any_work(tmp_path, capfd, monkeypatch, f
         "an input file": str(tmp_path / "real.npy"),
         "empty": "",
     }[case]
-    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    monkeypatch.setattr("lightning_prd.cli.evaluate.load_set", _no_work)
     argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy"), flag, target]
     assert main(argv) == 1
     out, err = capfd.readouterr()
@@ -749,7 +749,7 @@ def test_unwritable_output_fails_before_any_work(tmp_path, capfd, monkeypatch, f
 
 def test_plot_format_and_clashes_are_checked_first(tmp_path, capfd, monkeypatch):
     np.save(tmp_path / "real.npy", SMALL)
-    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    monkeypatch.setattr("lightning_prd.cli.evaluate.load_set", _no_work)
     argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy")]
     assert main([*argv, "--plot", str(tmp_path / "curves.xyz")]) == 1
     _assert_one_line(capfd.readouterr().err, "evaluate", "--plot", "curves.xyz", "unsupported image format '.xyz'")
@@ -763,7 +763,7 @@ def test_write_failure_is_one_line(tmp_path, capfd, monkeypatch, flag):
     """When writing fails anyway (the early check cannot foresee everything), it is still one line."""
     np.save(tmp_path / "real.npy", SMALL)
     (tmp_path / "folder").mkdir()
-    monkeypatch.setattr("lightning_prd.cli._check_outputs", lambda *a: None)
+    monkeypatch.setattr("lightning_prd.cli.evaluate._check_outputs", lambda *a: None)
     argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy")]
     assert main([*argv, flag, str(tmp_path / "folder"), "--no-prd", "--no-alpha-beta", "-q"]) == 1
     _assert_one_line(capfd.readouterr().err, "evaluate", f"{flag} {tmp_path / 'folder'}: cannot write the file")
@@ -796,7 +796,7 @@ def test_output_that_is_an_input_under_another_name_is_refused(tmp_path, capfd, 
     for role in ("real", "fake"):
         target = _same_file_as(kind, tmp_path / f"{role}.npy", tmp_path / f"other_{role}.npy")
         before = (tmp_path / f"{role}.npy").read_bytes()
-        monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+        monkeypatch.setattr("lightning_prd.cli.evaluate.load_set", _no_work)
         argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "fake.npy"), flag, target]
         assert main(argv) == 1
         out, err = capfd.readouterr()
@@ -822,7 +822,7 @@ def test_output_that_is_an_image_of_an_input_folder_is_refused(image_folders, ca
     else:
         target = str(image)
     before = image.read_bytes()
-    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    monkeypatch.setattr("lightning_prd.cli.evaluate.load_set", _no_work)
     assert main([*argv, flag, target]) == 1
     out, err = capfd.readouterr()
     _assert_one_line(err, "evaluate", f"{flag} {target}", "refusing to overwrite an input file (an image of --real")
@@ -834,7 +834,7 @@ def test_output_that_is_an_image_of_an_input_folder_is_refused(image_folders, ca
 def test_new_image_inside_an_input_folder_is_refused(image_folders, capfd, monkeypatch, flag, name):
     """It would be read as one more real (or fake) sample next time."""
     tmp_path, _, argv = image_folders
-    monkeypatch.setattr("lightning_prd.cli.load_set", _no_work)
+    monkeypatch.setattr("lightning_prd.cli.evaluate.load_set", _no_work)
     for role in ("r", "f"):
         target = str(tmp_path / f"imgs_{role}" / name)
         assert main([*argv, flag, target]) == 1

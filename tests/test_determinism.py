@@ -36,8 +36,9 @@ from lightning_prd import (
     PRDCurve,
     PrecisionRecall,
 )
-from lightning_prd.functional import _kmeans, alpha_precision_beta_recall, prd_curve
-from lightning_prd.functional._oneclass import train_oneclass
+from lightning_prd.functional import alpha_precision_beta_recall, prd_curve
+from lightning_prd.functional.engine import kmeans as _kmeans
+from lightning_prd.functional.engine.oneclass import train_oneclass
 
 from tiny_modules import TinyTrainable
 

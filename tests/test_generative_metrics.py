@@ -9,7 +9,8 @@ import torch
 
 import lightning_prd.functional as F
 from lightning_prd import GenerativeMetrics
-from lightning_prd.functional import _engine, generative_metrics
+from lightning_prd.functional import generative_metrics
+from lightning_prd.functional.engine import one_pass as _engine
 from lightning_prd.functional.uncertainty import score_spread
 
 import oracle

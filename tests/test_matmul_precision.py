@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lightning_prd.functional import generative_metrics
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import ieee_float32, tiling
 from lightning_prd.functional.knn.points import prepare
 

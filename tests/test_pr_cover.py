@@ -144,7 +144,7 @@ def test_undecided_intervals_fall_back_to_exact_values(dim, both_tile_paths, mon
     """Matched distributions: the k-th cross distance and the own NND_{Ck} are close for many
     samples, so their intervals overlap and both are made exact; every decision equals the
     float64 oracle, sample by sample."""
-    from lightning_prd.functional._engine import knn_pass
+    from lightning_prd.functional.engine.one_pass import knn_pass
     from lightning_prd.functional.knn import cover, self_pass
 
     calls = {"cross": 0, "own": 0}

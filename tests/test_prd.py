@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional._kmeans import kmeans
+from lightning_prd.functional.engine.kmeans import kmeans
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.metrics.prd import PRDCurve
 

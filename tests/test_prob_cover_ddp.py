@@ -5,7 +5,7 @@ import torch
 
 from lightning_prd import GenerativeMetrics
 from lightning_prd.functional import probabilistic_precision_recall
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn.shard import Shard
 
 from ddp_utils import run_ddp

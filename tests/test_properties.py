@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lightning_prd.functional import density_coverage, precision_recall
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 
 import oracle
 

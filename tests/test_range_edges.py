@@ -27,8 +27,8 @@ from lightning_prd.functional import (
     precision_recall,
     realism_score,
 )
-from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import compute_dtype, fits_range
+from lightning_prd.functional.engine.inputs import compute_dtype, fits_range
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.kid import kid_summary
 
 import oracle

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 
 import oracle
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_realism_exact import CASES
 
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import realism
 
 import oracle

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import exact as knn_exact
 from lightning_prd.functional.knn import listing, points, realism, self_pass, tiling
 from lightning_prd.functional.knn.screen import screen_available

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import cross, deferred, lists, self_pass, tiling
 from lightning_prd.functional.knn.points import prepare
 from lightning_prd.functional.knn.self_pass import self_radii

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import knn_pass
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import shapes, tiling
 
 import oracle

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional.engine.inputs import check_positive_int
 
 
 class FeatureExtractor(nn.Module):

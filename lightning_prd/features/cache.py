@@ -48,7 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from lightning_prd.features._cache_io import Comm, RowHasher, atomic_save, checksum, rows, tensor_bytes
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional.engine.inputs import check_positive_int
 
 FORMAT = 1
 Chunks = Callable[[], Iterable[Tensor]]

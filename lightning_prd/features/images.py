@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.functional._validation import check_positive_int, check_seed
+from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -3,11 +3,11 @@
 All maths of the package lives here; the Metric classes and the callback only call it.
 """
 
-from lightning_prd.functional._oneclass import train_oneclass
 from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precision_beta_recall, authenticity
 from lightning_prd.functional.audit import audit_samples, filter_fake
 from lightning_prd.functional.cmmd import cmmd
 from lightning_prd.functional.density_coverage import density_coverage
+from lightning_prd.functional.engine.oneclass import train_oneclass
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.generative import generative_metrics
 from lightning_prd.functional.kid import kernel_inception_distance

@@ -44,16 +44,13 @@ Where this deliberately differs from the authors' code and synthcity (and why):
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, RealSide, knn_pass, requested
-from lightning_prd.functional._oneclass import train_oneclass
-from lightning_prd.functional._stats import chunk_rows, mean64
-from lightning_prd.functional._validation import (
+from lightning_prd.functional.engine.inputs import (
     as_features,
     check_int,
     check_min_samples,
@@ -61,14 +58,14 @@ from lightning_prd.functional._validation import (
     check_positive_int,
     check_real,
 )
+from lightning_prd.functional.engine.one_pass import PassResult, RealSide, knn_pass, requested
+from lightning_prd.functional.engine.oneclass import check_embedding, embed_features, embedding_center, train_oneclass
+from lightning_prd.functional.engine.stats import chunk_rows, mean64
 from lightning_prd.functional.knn.shard import Shard
 
 #: Level reported by ``alpha_typicality`` / ``recalled_at_beta`` for samples that are not
 #: contained at any level in ``[0, 1]`` (any value above 1 means "never").
 NEVER = 2.0
-
-#: Rows embedded per forward call of an embedding.
-_EMBED_CHUNK = 8192
 
 _PER_SAMPLE_KEYS = (
     "real_distance_to_real_center",
@@ -80,56 +77,13 @@ _PER_SAMPLE_KEYS = (
 
 
 # --------------------------------------------------------------------------------------
-# Argument checks and the optional embedding
+# Argument checks
 # --------------------------------------------------------------------------------------
 
 
 def check_num_alphas(num_alphas: Any) -> int:
     """``num_alphas`` must be an integer of at least 2 (the grid holds 0 and 1)."""
     return check_int(num_alphas, "num_alphas", minimum=2, maximum=1_000_000)
-
-
-def check_embedding(embedding: Any) -> Any:
-    """``embedding`` is None, ``"oneclass"``, or a module / callable mapping features."""
-    if embedding is None or callable(embedding):
-        return embedding
-    if isinstance(embedding, str):
-        if embedding == "oneclass":
-            return embedding
-        raise ValueError(f"Expected argument `embedding` to be None, 'oneclass' or a callable, but got {embedding!r}")
-    raise TypeError(
-        f"Expected argument `embedding` to be None, 'oneclass' or a callable, but got {type(embedding).__name__}"
-    )
-
-
-def embed_features(fn: Callable[[Tensor], Tensor], x: Tensor, name: str) -> Tensor:
-    """Apply an embedding in chunks without gradients; check it returns ``[n, D']`` features."""
-    parts = []
-    with torch.no_grad():
-        for s in range(0, x.shape[0], _EMBED_CHUNK):
-            out = fn(x[s : s + _EMBED_CHUNK])
-            if not isinstance(out, Tensor) or out.ndim != 2 or out.shape[0] != x[s : s + _EMBED_CHUNK].shape[0]:
-                shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
-                raise ValueError(
-                    "Expected argument `embedding` to map [n, D] features to an [n, D'] tensor, "
-                    f"but it returned {shape}"
-                )
-            parts.append(out.detach())
-    return as_features(torch.cat(parts), f"embedding({name})")
-
-
-def embedding_center(fn: Any, real_emb: Tensor) -> Optional[Tensor]:
-    """The embedding's ``center`` attribute (one-class centre) as float64, or None (use the mean)."""
-    centre = getattr(fn, "center", None)
-    if centre is None:
-        return None
-    centre = torch.as_tensor(centre)
-    if centre.shape != (real_emb.shape[1],) or not bool(torch.isfinite(centre).all()):
-        raise ValueError(
-            f"Expected the `center` of argument `embedding` to be a finite vector of length {real_emb.shape[1]}, "
-            f"but got shape {tuple(centre.shape)}"
-        )
-    return centre.to(device=real_emb.device, dtype=torch.float64)
 
 
 # --------------------------------------------------------------------------------------

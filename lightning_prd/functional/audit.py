@@ -14,9 +14,9 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import knn_pass, requested
-from lightning_prd.functional._validation import as_features, check_pair, check_positive_int, check_real
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
+from lightning_prd.functional.engine.inputs import as_features, check_pair, check_positive_int, check_real
+from lightning_prd.functional.engine.one_pass import knn_pass, requested
 
 
 def audit_samples(

@@ -14,8 +14,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass
-from lightning_prd.functional._validation import as_features, check_real
+from lightning_prd.functional.engine.inputs import as_features, check_real
+from lightning_prd.functional.engine.one_pass import PassResult, knn_pass
 
 #: the official code's bandwidth (calibrated for unit-norm CLIP ViT-L/14 embeddings) and scale
 SIGMA = 10.0

@@ -14,8 +14,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass
-from lightning_prd.functional._validation import check_positive_int
+from lightning_prd.functional.engine.inputs import check_positive_int
+from lightning_prd.functional.engine.one_pass import PassResult, knn_pass
 
 
 def density_from_pass(res: PassResult, k: int) -> Tensor:

@@ -14,14 +14,14 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._stats import gram64, mean64, unit_scale
-from lightning_prd.functional._validation import as_features, check_pair, value_range
+from lightning_prd.functional.engine.inputs import as_features, check_pair, value_range
+from lightning_prd.functional.engine.stats import gram64, mean64, unit_scale
 
 
 def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor, float]:
     """Float64 mean ``mu``, the unbiased covariance of ``s x`` and ``s``, accumulated in row chunks
     (no float64 copy of ``x``). ``s`` is a power of two (exact) that brings the features' range
-    near 1 when it is extreme (:func:`~lightning_prd.functional._stats.unit_scale`), so the
+    near 1 when it is extreme (:func:`~lightning_prd.functional.engine.stats.unit_scale`), so the
     covariance neither overflows nor underflows; 1 for ordinary features."""
     if x.shape[0] < 2:
         raise ValueError(

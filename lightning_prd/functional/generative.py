@@ -1,44 +1,25 @@
 r"""Every score of the package from one shared k-NN pass: :func:`generative_metrics`.
 
 The real x real, fake x fake and real x fake distance tiles are each computed once (by
-:func:`._engine.knn_pass`) and every k-NN score is read off that one pass; the results equal
+:func:`.engine.one_pass.knn_pass`) and every k-NN score is read off that one pass; the results equal
 the separate functions :func:`.precision_recall`, :func:`.density_coverage`,
 :func:`.realism_score`, :func:`.authenticity`, :func:`.alpha_precision_beta_recall`,
 :func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance`,
 :func:`.probabilistic_precision_recall`, :func:`.precision_recall_cover` and :func:`.cmmd`
 (which join the pass), :func:`.top_precision_recall`, :func:`.kernel_inception_distance` and
 :func:`.vendi_score` (which need no k-NN pass) called with the same options. The options are a
-:class:`._plan.Plan`; :class:`~lightning_prd.GenerativeMetrics` computes through
+:class:`.engine.plan.Plan`; :class:`~lightning_prd.GenerativeMetrics` computes through
 :func:`scores_from_plan`.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._engine import PassResult, RealSide, knn_pass
-from lightning_prd.functional._plan import (
-    ALPHA_BETA_DEFAULTS,
-    CMMD_DEFAULTS,
-    KID_DEFAULTS,
-    PR_COVER_DEFAULTS,
-    PRD_DEFAULTS,
-    PROBABILISTIC_DEFAULTS,
-    TOP_PR_DEFAULTS,
-    VENDI_DEFAULTS,
-    Plan,
-    check_sizes,
-    family_options,
-    make_plan,
-)
-from lightning_prd.functional._validation import (
-    as_features,
-    check_pair,
-)
+from lightning_prd.functional import knn
 from lightning_prd.functional.alpha_beta import (
     _authentic_from_pass,
     alpha_beta_from_pass,
@@ -51,6 +32,25 @@ from lightning_prd.functional.cmmd import (
 from lightning_prd.functional.density_coverage import (
     coverage_from_pass,
     density_from_pass,
+)
+from lightning_prd.functional.engine.inputs import (
+    as_features,
+    check_pair,
+)
+from lightning_prd.functional.engine.one_pass import PassResult, RealSide, knn_pass
+from lightning_prd.functional.engine.plan import (
+    ALPHA_BETA_DEFAULTS,
+    CMMD_DEFAULTS,
+    KID_DEFAULTS,
+    PR_COVER_DEFAULTS,
+    PRD_DEFAULTS,
+    PROBABILISTIC_DEFAULTS,
+    TOP_PR_DEFAULTS,
+    VENDI_DEFAULTS,
+    Plan,
+    check_sizes,
+    family_options,
+    make_plan,
 )
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.kid import kid_scores, kid_summary
@@ -85,7 +85,6 @@ __all__ = [
 ]
 
 #: the engine's tile memory budget
-_BLOCK_BYTES: int = inspect.signature(knn_pass).parameters["block_bytes"].default
 
 
 def scores_from_plan(
@@ -94,7 +93,7 @@ def scores_from_plan(
     plan: Plan,
     *,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
     vendi_real: Optional[Tensor] = None,
@@ -205,7 +204,7 @@ def generative_metrics(
     per_sample: bool = False,
     error_bars: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
-    block_bytes: int = _BLOCK_BYTES,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     ball: str = "closed",
     cmmd: Union[bool, Mapping[str, Any]] = False,
 ) -> Dict[str, Tensor]:

@@ -20,8 +20,7 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._stats import row_chunks, unit_scale
-from lightning_prd.functional._validation import (
+from lightning_prd.functional.engine.inputs import (
     as_features,
     check_int,
     check_pair,
@@ -30,6 +29,7 @@ from lightning_prd.functional._validation import (
     check_seed,
     value_range,
 )
+from lightning_prd.functional.engine.stats import row_chunks, unit_scale
 from lightning_prd.functional.knn.shard import Shard
 
 

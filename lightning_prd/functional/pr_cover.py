@@ -21,8 +21,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass, requested
-from lightning_prd.functional._validation import as_features, check_min_samples, check_pair, check_positive_int
+from lightning_prd.functional.engine.inputs import as_features, check_min_samples, check_pair, check_positive_int
+from lightning_prd.functional.engine.one_pass import PassResult, knn_pass, requested
 
 #: ``C_0`` of the default ``k' = C k >= ln N + C_0``
 COVER_C0 = 6.0

@@ -17,8 +17,8 @@ from typing import Any, Tuple, Union
 import torch
 from torch import Tensor
 
-from lightning_prd.functional import _kmeans
-from lightning_prd.functional._validation import (
+from lightning_prd.functional.engine import kmeans
+from lightning_prd.functional.engine.inputs import (
     as_features,
     check_int,
     check_pair,
@@ -273,8 +273,8 @@ def prd_curve(
             f"Expected argument `num_clusters` to be at most the number of samples ({total}), but got {num_clusters}"
         )
     dtype = compute_dtype(real, fake, None)  # float64 for features outside float32's range
-    data = _kmeans.prepare(torch.cat([real.to(dtype), fake.to(dtype)]), inplace=True)
-    labels = _kmeans.fit(data, num_clusters, seed=seed, num_runs=num_runs).labels  # [num_runs, N + M]
+    data = kmeans.prepare(torch.cat([real.to(dtype), fake.to(dtype)]), inplace=True)
+    labels = kmeans.fit(data, num_clusters, seed=seed, num_runs=num_runs).labels  # [num_runs, N + M]
     precision = torch.zeros(num_angles, dtype=torch.float64, device=real.device)
     recall = torch.zeros_like(precision)
     for run_labels in labels:

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import PassResult, knn_pass, requested
-from lightning_prd.functional._validation import check_min_samples, check_positive_int, check_real
+from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int, check_real
+from lightning_prd.functional.engine.one_pass import PassResult, knn_pass, requested
 
 #: what each product runs over: every reference sample (the paper) or the k nearest (the authors' script)
 TERMS = ("all", "nearest")

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._validation import (
+from lightning_prd.functional.engine.inputs import (
     as_features,
     check_block_bytes,
     check_float64_range,

@@ -19,9 +19,9 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import as_features, check_positive_int, check_seed
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
+from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_seed
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 
 

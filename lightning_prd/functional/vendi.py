@@ -19,8 +19,8 @@ from typing import Any, Tuple, Union
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._stats import gram64, row_chunks
-from lightning_prd.functional._validation import as_features, check_real
+from lightning_prd.functional.engine.inputs import as_features, check_real
+from lightning_prd.functional.engine.stats import gram64, row_chunks
 
 
 def check_vendi_order(q: Any) -> float:

@@ -13,8 +13,9 @@ other                  :class:`LoggerAdapter`: scalars only
 =====================  ==============================================================
 """
 
-from lightning_prd.loggers.base import LoggerAdapter, adapter_for
+from lightning_prd.loggers.base import LoggerAdapter
 from lightning_prd.loggers.csv import CSVAdapter
+from lightning_prd.loggers.factory import adapter_for
 from lightning_prd.loggers.tensorboard import TensorBoardAdapter
 from lightning_prd.loggers.wandb import WandbAdapter
 

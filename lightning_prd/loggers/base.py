@@ -10,12 +10,12 @@ draws what is present and ignores the rest.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from lightning_prd import plotting
+from lightning_prd.runs import plotting
 
 PRD_KEYS = ("prd_precision", "prd_recall")
 ALPHA_BETA_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
@@ -100,35 +100,3 @@ def build_figures(curves: Mapping[str, np.ndarray], history: Sequence[Mapping[st
     if any("precision" in h and "recall" in h for h in history):
         figures["trajectory"] = plotting.plot_trajectory(history)
     return figures
-
-
-def _type_names(obj: Any) -> List[str]:
-    return [cls.__name__ for cls in type(obj).__mro__]
-
-
-def adapter_for(logger: Any, prefix: str) -> LoggerAdapter:
-    """The adapter for one logger, chosen by its class (or a parent class) name.
-
-    ``TensorBoardLogger``, ``WandbLogger`` and ``CSVLogger`` get their own adapter, from
-    ``pytorch_lightning`` and ``lightning.pytorch`` alike; any other logger with a string
-    ``log_dir`` gets CSV curve files there; the rest get scalars only.
-    """
-    from lightning_prd.loggers.csv import CSVAdapter
-    from lightning_prd.loggers.tensorboard import TensorBoardAdapter
-    from lightning_prd.loggers.wandb import WandbAdapter
-
-    names = _type_names(logger)
-    for name, cls in (
-        ("TensorBoardLogger", TensorBoardAdapter),
-        ("WandbLogger", WandbAdapter),
-        ("CSVLogger", CSVAdapter),
-    ):
-        if name in names:
-            return cls(logger, prefix)
-    try:
-        log_dir = getattr(logger, "log_dir", None)
-    except Exception:  # noqa: BLE001 - some loggers compute log_dir lazily and may fail
-        log_dir = None
-    if isinstance(log_dir, str):
-        return CSVAdapter(logger, prefix)
-    return LoggerAdapter(logger, prefix)

@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 import numpy as np
 
 from lightning_prd.loggers.base import LoggerAdapter, build_figures, has_prd
-from lightning_prd.plotting import downsample, how_to_read
-from lightning_prd.scores import DIRECTIONS
+from lightning_prd.runs.plotting import downsample, how_to_read
+from lightning_prd.runs.scores import DIRECTIONS
 
 #: the PR-curve plugin's largest number of points
 MAX_PR_POINTS = 127

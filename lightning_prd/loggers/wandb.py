@@ -4,7 +4,7 @@ What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix
 
 * ``P<score>`` scalars plus ``Pepoch``; every key is declared with ``define_metric(key,
   step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and run tables show
-  the best value in the sense of :mod:`lightning_prd.scores` (``max``; ``min`` for
+  the best value in the sense of :mod:`lightning_prd.runs.scores` (``max``; ``min`` for
   ``frechet_distance``; for ``density``, where 1 is ideal, the adapter writes the value closest
   to 1 so far into the run summary itself, as W&B has no such summary);
 * ``Pprd_curve``: ``wandb.plot.line`` over ONE long-format ``wandb.Table`` (columns ``epoch``,
@@ -26,8 +26,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 import numpy as np
 
 from lightning_prd.loggers.base import COMPACT_POINTS, LoggerAdapter, build_figures, compact_prd, has_prd
-from lightning_prd.plotting import figure_to_array
-from lightning_prd.scores import DIRECTIONS, direction
+from lightning_prd.runs.plotting import figure_to_array
+from lightning_prd.runs.scores import DIRECTIONS, direction
 
 #: points per epoch kept in the accumulated PRD table
 TABLE_POINTS = COMPACT_POINTS

@@ -6,16 +6,10 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
-from lightning_prd.functional._oneclass import train_oneclass
-from lightning_prd.functional._validation import check_min_samples, check_positive_int, same_features
-from lightning_prd.functional.alpha_beta import (
-    _alpha_beta_from_features,
-    check_embedding,
-    check_num_alphas,
-    embed_features,
-    embedding_center,
-)
-from lightning_prd.metrics._base import FeatureMetric
+from lightning_prd.functional.alpha_beta import _alpha_beta_from_features, check_num_alphas
+from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int, same_features
+from lightning_prd.functional.engine.oneclass import check_embedding, embed_features, embedding_center, train_oneclass
+from lightning_prd.metrics.base import FeatureMetric
 
 _CURVE_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
 
@@ -38,10 +32,10 @@ class AlphaPrecisionBetaRecall(FeatureMetric):
         k: neighbourhood size of beta-recall's real balls (5; beta = 1 is then coverage).
         embedding: None (naive mode), ``"oneclass"`` (Deep SVDD embedding trained on the real
             features, seed 0; it overfits small real sets, see the note of
-            :func:`~lightning_prd.functional._oneclass.train_oneclass`), or a module/callable
+            :func:`~lightning_prd.functional.engine.oneclass.train_oneclass`), or a module/callable
             mapping features to embeddings, e.g. a one-class model trained on a held-out real
             split (its ``center`` attribute, if any, is the real centre).
-        kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
+        kwargs: see :class:`~lightning_prd.metrics.base.FeatureMetric`.
 
     Example:
         >>> import torch

@@ -6,10 +6,10 @@ from typing import Any, Dict
 
 from torch import Tensor
 
-from lightning_prd.functional._engine import knn_pass
-from lightning_prd.functional._validation import check_ball, check_positive_int
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
-from lightning_prd.metrics._base import FeatureMetric
+from lightning_prd.functional.engine.inputs import check_ball, check_positive_int
+from lightning_prd.functional.engine.one_pass import knn_pass
+from lightning_prd.metrics.base import FeatureMetric
 
 
 class DensityCoverage(FeatureMetric):

@@ -7,7 +7,7 @@ from typing import Dict
 from torch import Tensor
 
 from lightning_prd.functional.frechet import frechet_distance
-from lightning_prd.metrics._base import FeatureMetric
+from lightning_prd.metrics.base import FeatureMetric
 
 
 class FrechetDistance(FeatureMetric):

@@ -8,10 +8,10 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
-from lightning_prd.functional._validation import same_features
+from lightning_prd.functional.engine.inputs import same_features
 from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
 from lightning_prd.functional.vendi import vendi_score
-from lightning_prd.metrics._base import FeatureMetric
+from lightning_prd.metrics.base import FeatureMetric
 
 
 class GenerativeMetrics(FeatureMetric):
@@ -66,7 +66,7 @@ class GenerativeMetrics(FeatureMetric):
             overriding ``sigma=10.0, scale=1000.0, unbiased=False``. Its kernel sums come from
             the same tiles (float tiles, never the bfloat16 screen); with
             ``reset_real_features=False`` the real side's sum is kept across resets.
-        kwargs: see :class:`~lightning_prd.metrics._base.FeatureMetric`.
+        kwargs: see :class:`~lightning_prd.metrics.base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
     ``coverage``, ``frechet_distance``; with ``probabilistic``: ``p_precision``, ``p_recall``; with

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from torch import Tensor
 
 from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve, prd_f_beta
-from lightning_prd.metrics._base import FeatureMetric
+from lightning_prd.metrics.base import FeatureMetric
 
 
 class PRDCurve(FeatureMetric):
@@ -26,7 +26,7 @@ class PRDCurve(FeatureMetric):
         beta: the ``b`` of the F-scores (8 in the paper).
         enforce_balance: ``True`` raises on unequal set sizes, ``'subsample'`` subsamples the
             larger set (seeded), ``False`` clusters the sets as they are.
-        kwargs: passed to :class:`~lightning_prd.metrics._base.FeatureMetric`.
+        kwargs: passed to :class:`~lightning_prd.metrics.base.FeatureMetric`.
 
     Example:
         >>> import torch

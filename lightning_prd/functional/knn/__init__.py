@@ -22,7 +22,7 @@ and an exact copy sits at distance 0. Exact ties (integer-valued features, dupli
 decided the same way; a nearest neighbour tied with others is the one of lowest index
 (``numpy.argmin``'s rule), so no result depends on the tile layout. float32 features whose
 range would leave float32's (squared distances past its maximum, or so small that products
-underflow) are tiled in float64 instead (``_validation.fits_range``, decided once per
+underflow) are tiled in float64 instead (``engine.inputs.fits_range``, decided once per
 pass from each column's min and max).
 
 bfloat16 screen. On CPUs that multiply bfloat16 natively, large float32 sets are tiled by one

@@ -31,12 +31,12 @@ embedding of 10k x 2,048 features trains in seconds on a CPU.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.functional._validation import as_features, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_real, check_seed
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
 _CENTER_EPS = 0.1
@@ -208,3 +208,50 @@ def _make_center(model: OneClassEmbedding, x: Tensor, center: Any, rep_dim: int)
             )
         return center.to(device=x.device, dtype=torch.float32)
     raise ValueError(f"Expected argument `center` to be None, a number or a tensor, but got {type(center).__name__}")
+
+
+#: Rows embedded per forward call of an embedding.
+_EMBED_CHUNK = 8192
+
+
+def check_embedding(embedding: Any) -> Any:
+    """``embedding`` is None, ``"oneclass"``, or a module / callable mapping features."""
+    if embedding is None or callable(embedding):
+        return embedding
+    if isinstance(embedding, str):
+        if embedding == "oneclass":
+            return embedding
+        raise ValueError(f"Expected argument `embedding` to be None, 'oneclass' or a callable, but got {embedding!r}")
+    raise TypeError(
+        f"Expected argument `embedding` to be None, 'oneclass' or a callable, but got {type(embedding).__name__}"
+    )
+
+
+def embed_features(fn: Callable[[Tensor], Tensor], x: Tensor, name: str) -> Tensor:
+    """Apply an embedding in chunks without gradients; check it returns ``[n, D']`` features."""
+    parts = []
+    with torch.no_grad():
+        for s in range(0, x.shape[0], _EMBED_CHUNK):
+            out = fn(x[s : s + _EMBED_CHUNK])
+            if not isinstance(out, Tensor) or out.ndim != 2 or out.shape[0] != x[s : s + _EMBED_CHUNK].shape[0]:
+                shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+                raise ValueError(
+                    "Expected argument `embedding` to map [n, D] features to an [n, D'] tensor, "
+                    f"but it returned {shape}"
+                )
+            parts.append(out.detach())
+    return as_features(torch.cat(parts), f"embedding({name})")
+
+
+def embedding_center(fn: Any, real_emb: Tensor) -> Optional[Tensor]:
+    """The embedding's ``center`` attribute (one-class centre) as float64, or None (use the mean)."""
+    centre = getattr(fn, "center", None)
+    if centre is None:
+        return None
+    centre = torch.as_tensor(centre)
+    if centre.shape != (real_emb.shape[1],) or not bool(torch.isfinite(centre).all()):
+        raise ValueError(
+            f"Expected the `center` of argument `embedding` to be a finite vector of length {real_emb.shape[1]}, "
+            f"but got shape {tuple(centre.shape)}"
+        )
+    return centre.to(device=real_emb.device, dtype=torch.float64)

@@ -9,7 +9,7 @@ An epoch logged twice (a resumed run) keeps its last value. ``<score>_std`` erro
 
 For each score a run has a *last* value (at its last evaluated epoch) and a *best* value with its
 epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density
-(:mod:`lightning_prd.scores`).
+(:mod:`lightning_prd.runs.scores`).
 
 W&B offline runs (``wandb/offline-run-*``) are not read: ``wandb``'s Python API reads runs from
 a W&B server only (``wandb sync`` uploads them); log with a ``CSVLogger`` next to the
@@ -18,7 +18,7 @@ a W&B server only (``wandb sync`` uploads them); log with a ``CSVLogger`` next t
 Example:
     >>> import os, tempfile
     >>> from torch.utils.tensorboard import SummaryWriter
-    >>> from lightning_prd.runs import load_runs
+    >>> from lightning_prd.runs.reader import load_runs
     >>> root = tempfile.mkdtemp()
     >>> for name, values in (("a", [0.2, 0.6, 0.5]), ("b", [0.3, 0.4, 0.7])):
     ...     with SummaryWriter(os.path.join(root, name)) as writer:
@@ -36,9 +36,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Sequence, Tuple
 
-from lightning_prd.scores import DIRECTIONS, best_index, direction
+from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
 
-#: the scores drawn over epochs by :func:`lightning_prd.plotting.plot_runs`, in panel order
+#: the scores drawn over epochs by :func:`lightning_prd.runs.plotting.plot_runs`, in panel order
 PANEL_SCORES = ("precision", "recall", "density", "coverage")
 
 
@@ -86,7 +86,7 @@ class Run:
 
 
 def score_order(names: Collection[str]) -> List[str]:
-    """The package's table order (:data:`~lightning_prd.scores.DIRECTIONS`), then other names sorted."""
+    """The package's table order (:data:`~lightning_prd.runs.scores.DIRECTIONS`), then other names sorted."""
     known = [n for n in DIRECTIONS if n in names]
     return known + sorted(set(names) - set(known))
 

@@ -15,8 +15,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional._stats import mean64
-from lightning_prd.functional._validation import (
+from lightning_prd.functional.engine.inputs import (
     as_features,
     check_ball,
     check_block_bytes,
@@ -25,6 +24,7 @@ from lightning_prd.functional._validation import (
     compute_dtype,
     same_features,
 )
+from lightning_prd.functional.engine.stats import mean64
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened

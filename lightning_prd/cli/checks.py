@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from lightning_prd._cli_inputs import IMAGE_SUFFIXES, CLIError, _image_files
+from lightning_prd.cli.inputs import IMAGE_SUFFIXES, CLIError, _image_files
 
 _Identity = Tuple[int, int]
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._validation import NARROW_FLOATS, as_features, non_finite_rows, torch_compatible
+from lightning_prd.functional.engine.inputs import NARROW_FLOATS, as_features, non_finite_rows, torch_compatible
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")

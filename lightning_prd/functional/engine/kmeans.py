@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional._validation import check_int, check_positive_int, check_real
+from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real
 
 #: Memory budget of one block of rows (the rows, their scores and one-hot labels).
 BLOCK_BYTES = 64 * 2**20

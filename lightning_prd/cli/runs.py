@@ -1,6 +1,6 @@
 """``lightning-prd runs DIR [DIR ...]``: the scores the callback logged for several runs, side by side.
 
-Reading is :mod:`lightning_prd.runs`, the figure :func:`lightning_prd.plotting.plot_runs`; this
+Reading is :mod:`lightning_prd.runs`, the figure :func:`lightning_prd.runs.plotting.plot_runs`; this
 module holds the subcommand's arguments, its table, ``--json`` and ``--plot``.
 
 Example:
@@ -31,10 +31,11 @@ import math
 import sys
 from typing import Any, List, Sequence
 
-from lightning_prd._cli_checks import check_outputs, write_output
-from lightning_prd._cli_inputs import CLIError
-from lightning_prd.runs import PANEL_SCORES, Run, RunsError, load_runs, score_order
-from lightning_prd.scores import format_score
+from lightning_prd import __version__
+from lightning_prd.cli.checks import check_outputs, write_output
+from lightning_prd.cli.inputs import CLIError
+from lightning_prd.runs.reader import PANEL_SCORES, Run, RunsError, load_runs, score_order
+from lightning_prd.runs.scores import format_score
 
 EPILOG = """\
 runs:
@@ -119,7 +120,7 @@ LEGEND = (
 
 def _check_outputs(args: argparse.Namespace, runs: Sequence[Run]) -> None:
     """Refuse outputs that are a directory, the same file twice, or any file of a run (by identity:
-    hard links and symbolic links too), with the checks of ``evaluate`` (:mod:`lightning_prd._cli_checks`)."""
+    hard links and symbolic links too), with the checks of ``evaluate`` (:mod:`lightning_prd.cli.checks`)."""
     inputs = [("a file of a run,", str(f)) for r in runs for f in r.files]
     try:
         check_outputs(args, inputs, lambda out: out.suffix[1:].lower() or "png")
@@ -155,11 +156,9 @@ def run_command(args: argparse.Namespace) -> int:
     print()
     print(LEGEND)
     if args.json:
-        from lightning_prd.cli import _version
-
         payload = {
             "command": "runs",
-            "version": _version(),
+            "version": __version__,
             "prefix": args.prefix,
             "runs": [
                 {
@@ -176,7 +175,7 @@ def run_command(args: argparse.Namespace) -> int:
         text = json.dumps(_finite(payload), indent=2, allow_nan=False) + "\n"  # standard JSON: null, not NaN
         _write(args.json, "--json", lambda out: out.write_text(text))
     if args.plot:
-        from lightning_prd.plotting import plot_runs
+        from lightning_prd.runs.plotting import plot_runs
 
         fig = plot_runs({r.label: r.scores for r in runs}, panels=PANEL_SCORES)
         _write(args.plot, "--plot", lambda out: fig.savefig(out, format=out.suffix[1:].lower() or "png"))

@@ -20,14 +20,14 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from torch import Tensor
 
-from lightning_prd.functional._validation import (
+from lightning_prd.functional.alpha_beta import check_num_alphas
+from lightning_prd.functional.cmmd import SCALE, SIGMA, check_cmmd_options, check_cmmd_sizes
+from lightning_prd.functional.engine.inputs import (
     check_ball,
     check_int,
     check_min_samples,
     check_positive_int,
 )
-from lightning_prd.functional.alpha_beta import check_num_alphas
-from lightning_prd.functional.cmmd import SCALE, SIGMA, check_cmmd_options, check_cmmd_sizes
 from lightning_prd.functional.kid import check_kid_options
 from lightning_prd.functional.pr_cover import check_cover_options, check_cover_sizes, cover_k
 from lightning_prd.functional.prd import check_beta, check_prd_options

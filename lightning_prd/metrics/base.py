@@ -10,11 +10,11 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
-from lightning_prd._distributed import gather_features
 from lightning_prd.functional import knn
-from lightning_prd.functional._engine import RealSide
-from lightning_prd.functional._validation import as_features, check_block_bytes
+from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
+from lightning_prd.functional.engine.one_pass import RealSide
 from lightning_prd.functional.knn.shard import Shard, current_shard
+from lightning_prd.metrics.gather import gather_features
 
 
 class FeatureMetric(Metric):
@@ -22,7 +22,7 @@ class FeatureMetric(Metric):
 
     States ``real_features`` / ``fake_features`` are lists with ``dist_reduce_fx="cat"``; the
     same names in every class let a ``MetricCollection`` store them once. Under DDP they are
-    gathered with :func:`lightning_prd._distributed.gather_features`, which handles ranks with
+    gathered with :func:`lightning_prd.metrics.gather.gather_features`, which handles ranks with
     different sample counts and ranks that received no samples.
 
     Args:

@@ -1,0 +1,23 @@
+"""``PRDCallback``: precision, recall, density, coverage (and PRD, α/β) of a generator while it trains.
+
+The callback owns the metric (:class:`~lightning_prd.GenerativeMetrics` by default). Every N epochs it
+samples the model with fixed, seeded noise, extracts features, computes the scores on every rank (the
+metric all-gathers the features), puts the scalars into ``trainer.callback_metrics`` and hands scalars,
+curves and figures to one adapter per attached logger (:mod:`lightning_prd.loggers`).
+
+The folder, by file: :mod:`~lightning_prd.callback.pl_callback` (the class users attach, with its full
+documentation), :mod:`~lightning_prd.callback.core` (the hooks, the evaluation, the checkpoint state),
+:mod:`~lightning_prd.callback.schedule` (which epochs are scored), :mod:`~lightning_prd.callback.sharding`
+(which real rows each rank embeds), :mod:`~lightning_prd.callback.rng` (the fixed noise),
+:mod:`~lightning_prd.callback.publish` (scalars, curves and image grids to the adapters) and
+:mod:`~lightning_prd.callback.options` (the ``metric`` argument).
+
+Imports: it may use ``metrics``, ``features``, ``loggers``, ``runs``, ``functional`` and
+``lightning_prd.samplers``; only the package root, ``lightning_prd.lightning`` and ``sweep`` import it.
+"""
+
+from lightning_prd.callback.core import PRDCallbackCore
+from lightning_prd.callback.pl_callback import PRDCallback
+from lightning_prd.callback.sharding import rank_shard
+
+__all__ = ["PRDCallback", "PRDCallbackCore", "rank_shard"]

@@ -1,0 +1,335 @@
+"""``PRDCallbackCore``: the callback's hooks, schedule, evaluation and checkpoint state.
+
+The core uses the trainer and module only through attributes shared by ``pytorch_lightning`` and
+``lightning.pytorch``; :mod:`lightning_prd.callback.pl_callback` mixes it with
+``pytorch_lightning.Callback`` and :mod:`lightning_prd.lightning` with ``lightning.pytorch.Callback``.
+Which real rows a rank embeds is :mod:`~lightning_prd.callback.sharding`, the logging
+:mod:`~lightning_prd.callback.publish`, the fixed noise :mod:`~lightning_prd.callback.rng`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from lightning_prd.callback.options import build_metric, is_scalar
+from lightning_prd.callback.publish import log_scores, sample_grids
+from lightning_prd.callback.rng import fixed_rng
+from lightning_prd.callback.schedule import fit_ends_after_epoch, fitting, is_due, validation_ends_epoch
+from lightning_prd.callback.sharding import check_samplers_agree, rank_shard, real_chunks
+from lightning_prd.features.cache import RealFeatureCache, check_cacheable
+from lightning_prd.functional.engine.inputs import check_positive_int, check_seed, non_finite_rows
+from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
+from lightning_prd.loggers.factory import adapter_for
+
+SampleFn = Callable[[Any, int], Tensor]
+
+
+class PRDCallbackCore:
+    """Everything of :class:`PRDCallback` except its Lightning base class (see that class)."""
+
+    def __init__(
+        self,
+        real: Union[Tensor, Iterable[Any]],
+        *,
+        sample_fn: Optional[SampleFn] = None,
+        feature_extractor: Optional[Callable[[Tensor], Tensor]] = None,
+        num_samples: int = 2048,
+        num_real: Optional[int] = None,
+        every_n_epochs: int = 1,
+        prefix: str = "prd/",
+        metric: Union[None, Mapping[str, Any], Any] = None,
+        seed: int = 0,
+        log_curves: bool = True,
+        batch_size: int = 1024,
+        log_images: bool = False,
+        num_images: int = 16,
+        evaluate_on_train_end: bool = True,
+        cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
+    ) -> None:
+        if isinstance(real, Tensor):
+            if real.ndim < 1 or real.shape[0] == 0:
+                raise ValueError(
+                    f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}"
+                )
+            bad = non_finite_rows(real.detach()) if real.is_floating_point() else 0
+            if bad:  # checked once, before any training
+                raise ValueError(
+                    f"Expected argument `real` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
+                )
+        elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
+            raise TypeError(
+                "Expected argument `real` to be a tensor or a DataLoader of real samples, "
+                f"but got {type(real).__name__}"
+            )
+        if sample_fn is not None and not callable(sample_fn):
+            raise TypeError(
+                f"Expected argument `sample_fn` to be callable as sample_fn(pl_module, n), but got {sample_fn!r}"
+            )
+        if feature_extractor is not None and not callable(feature_extractor):
+            raise TypeError(
+                f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"
+            )
+        if num_real is not None:
+            num_real = check_positive_int(num_real, "num_real")
+        if not isinstance(prefix, str):
+            raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
+        seed = check_seed(seed)
+        if not isinstance(log_curves, bool):
+            raise TypeError(f"Expected argument `log_curves` to be a bool, but got {log_curves!r}")
+        self.real = real
+        self.sample_fn = sample_fn
+        self.feature_extractor = feature_extractor
+        self.num_samples = check_positive_int(num_samples, "num_samples")
+        self.num_real = num_real
+        self.every_n_epochs = check_positive_int(every_n_epochs, "every_n_epochs")
+        self.prefix = prefix
+        self.seed = seed
+        self.log_curves = log_curves
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        if not isinstance(log_images, bool):
+            raise TypeError(f"Expected argument `log_images` to be a bool, but got {log_images!r}")
+        self.log_images = log_images
+        if not isinstance(evaluate_on_train_end, bool):
+            raise TypeError(
+                f"Expected argument `evaluate_on_train_end` to be a bool, but got {evaluate_on_train_end!r}"
+            )
+        self.evaluate_on_train_end = evaluate_on_train_end
+        self.num_images = check_positive_int(num_images, "num_images")
+        self.metric = build_metric(metric, per_sample=log_images)
+        self.cache = (
+            cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
+        )
+        if self.cache is not None:
+            check_cacheable(feature_extractor, self.cache.name)  # fail early
+        self._images: List[Tensor] = []
+        #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
+        self.history: List[Dict[str, float]] = []
+        #: the PRD curve of each evaluation, compact (:func:`~lightning_prd.loggers.base.compact_prd`)
+        self.prd_curves: List[Dict[str, Any]] = []
+        self._scored_step: Optional[int] = None  # global step of the last evaluation
+        self._last_epoch: Optional[int] = None  # last training epoch that ended in this fit
+        #: the last ``compute()`` result, on the CPU (scalars and curves)
+        self.last_result: Dict[str, Tensor] = {}
+        self._real_ready = False
+        self._adapters: Optional[List[LoggerAdapter]] = None
+        self._warned_curves = False
+        self._warned_images = False
+
+    # ------------------------------------------------------------------ Lightning hooks
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(prefix=self.prefix)  # type: ignore[attr-defined]
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self.sample_fn is None and not callable(getattr(pl_module, "sample", None)):
+            raise ValueError(
+                f"PRDCallback needs generated samples: pass `sample_fn=lambda pl_module, n: ...` or give "
+                f"`{type(pl_module).__name__}` a `sample(n)` method returning n samples"
+            )
+        if stage == "fit":
+            self._adapters = None
+            self._clear_real()
+            self._last_epoch = None
+            if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the state
+                self.history, self.prd_curves, self._scored_step = [], [], None
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if fitting(trainer) and validation_ends_epoch(trainer) and self._due(trainer.current_epoch):
+            self._evaluate(trainer, pl_module, trainer.current_epoch)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if not fitting(trainer):
+            return
+        epoch = self._last_epoch = int(trainer.current_epoch)
+        if self._due(epoch):
+            self._evaluate(trainer, pl_module, epoch)
+        elif self._final_due(trainer) and fit_ends_after_epoch(trainer):
+            self._evaluate(trainer, pl_module, epoch, final=True)  # before ModelCheckpoint saves this epoch
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:  # the stop was not known at epoch end
+        if self._last_epoch is not None and self._final_due(trainer):
+            self._evaluate(trainer, pl_module, self._last_epoch, final=True)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {
+            "history": [dict(h) for h in self.history],
+            "prd_curves": [dict(c) for c in self.prd_curves],
+            "scored_step": self._scored_step,
+        }
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        self.history = [dict(h) for h in state_dict.get("history", [])]
+        self.prd_curves = [dict(c) for c in state_dict.get("prd_curves", [])]
+        self._scored_step = state_dict.get("scored_step")
+
+    # ------------------------------------------------------------------ evaluation
+    def _due(self, epoch: int) -> bool:
+        """On the schedule and not scored yet (once per epoch, and not again after a resume)."""
+        return is_due(epoch, self.every_n_epochs) and all(h["epoch"] != epoch for h in self.history)
+
+    def _final_due(self, trainer: Any) -> bool:
+        """The fit ends (or ended) with weights that no evaluation has seen."""
+        return self.evaluate_on_train_end and fitting(trainer) and self._scored_step != int(trainer.global_step)
+
+    def _evaluate(self, trainer: Any, pl_module: Any, epoch: int, final: bool = False) -> None:
+        device = pl_module.device
+        rank, world = trainer.global_rank, trainer.world_size
+        self.metric.to(device)
+        if isinstance(self.feature_extractor, nn.Module):
+            self.feature_extractor.to(device)
+        modules = [
+            m for root in (pl_module, self.feature_extractor) if isinstance(root, nn.Module) for m in root.modules()
+        ]
+        modes = [(m, m.training) for m in modules]
+        try:
+            for m in modules:
+                m.eval()
+            with torch.no_grad():
+                if not self._real_ready:
+                    self._update_real(device, rank, world)
+                n_fake = len(rank_shard(self.num_samples, rank, world))
+                keep = self.log_images and rank == 0
+                self._images = []
+                with fixed_rng(self.seed + rank, device):
+                    for start in range(0, n_fake, self.batch_size):
+                        n = min(self.batch_size, n_fake - start)
+                        samples = self._sample(pl_module, n)
+                        if keep:
+                            self._images.append(samples.detach().cpu())
+                        self.metric.update(self._features(samples, device), real=False)
+                result = self.metric.compute()  # a collective under DDP: every rank gets here
+        finally:
+            for m, mode in modes:
+                m.training = mode  # per module, not recursive: submodules keep their own flags
+            self.metric.reset()
+            if getattr(self.metric, "reset_real_features", True):
+                self._real_ready = False
+        self._scored_step = int(trainer.global_step)
+        self._publish(trainer, result, epoch, final)
+
+    def _update_real(self, device: torch.device, rank: int, world: int) -> None:
+        check_samplers_agree(self.real, rank, world)
+        try:
+            if self.cache is None:
+                feats: Iterable[Tensor] = (self._features(x, device) for x in self._real_chunks(rank, world))
+            else:
+                feats = self.cache.real_features(
+                    self.feature_extractor,
+                    lambda: self._real_chunks(rank, world),
+                    lambda x: self._features(x, device),
+                    num_real=self.num_real,
+                    rank=rank,
+                    world=world,
+                    device=device,
+                    chunk_rows=self.batch_size,
+                )
+            for f in feats:
+                try:
+                    self.metric.update(f.to(device), real=True)
+                except (ValueError, TypeError) as err:  # name the callback's argument, not the metric's
+                    kind = TypeError if isinstance(err, TypeError) else ValueError
+                    raise kind(f"{err} (in the features of argument `real`)") from err
+        except BaseException:
+            self._clear_real()  # no half-extracted real set survives a failure
+            raise
+        self._real_ready = True
+
+    def _publish(
+        self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False
+    ) -> None:
+        epoch = int(trainer.current_epoch if epoch is None else epoch)
+        self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
+        scalars = {k: float(v) for k, v in self.last_result.items() if is_scalar(v)}
+        curves = {
+            k: self.last_result[k].double().numpy().reshape(-1)
+            for k in CURVE_KEYS
+            if isinstance(self.last_result.get(k), Tensor) and self.last_result[k].ndim == 1
+        }
+        if trainer.is_global_zero and self._adapters is None:  # before this evaluation joins the state
+            self._adapters = [adapter_for(logger, self.prefix) for logger in trainer.loggers]
+            for adapter in self._adapters:
+                adapter.restore(self.prd_curves, self.history)
+        self.history.append({"epoch": epoch, **scalars, **({"final": True} if final else {})})
+        if all(k in curves for k in PRD_KEYS):
+            self.prd_curves.append(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
+        prefixed = {f"{self.prefix}{k}": v for k, v in scalars.items()}
+        root = trainer.strategy.root_device
+        trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
+        if trainer.is_global_zero:
+            self._log(trainer, prefixed, curves, epoch)
+            if self.log_images:
+                self._log_samples(trainer, epoch)
+
+    def _log_samples(self, trainer: Any, epoch: int) -> None:
+        """Rank 0: the sample grids and realism histogram (:func:`~lightning_prd.callback.publish.sample_grids`)."""
+        fakes = torch.cat(self._images) if self._images else torch.empty(0)
+        self._images = []
+        made = sample_grids(
+            fakes,
+            self.last_result,
+            lambda: self._real_chunks(0, trainer.world_size),
+            self.num_images,
+            trainer.world_size,
+        )
+        if made is None:
+            if not self._warned_images:
+                self._warned_images = True
+                warnings.warn(
+                    "PRDCallback(log_images=True): sample images are logged only for image samples [n, 1 or 3, H, W] "
+                    "and a metric returning per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return
+        for adapter in self._adapters or []:
+            adapter.log_samples(*made, epoch)
+            adapter.flush()
+
+    def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
+        step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
+        adapters = self._adapters or []  # built in _publish on global zero, the only rank that logs
+        self._warned_curves = log_scores(
+            adapters, scalars, curves, self.history, epoch, step, log_curves=self.log_curves, warned=self._warned_curves
+        )
+
+    # ------------------------------------------------------------------ samples and features
+    def _sample(self, pl_module: Any, n: int) -> Tensor:
+        out = self.sample_fn(pl_module, n) if self.sample_fn is not None else pl_module.sample(n)
+        name = "sample_fn" if self.sample_fn is not None else f"{type(pl_module).__name__}.sample"
+        if not isinstance(out, Tensor):
+            raise TypeError(
+                f"Expected `{name}(…, {n})` to return a tensor of {n} samples, but got {type(out).__name__}"
+            )
+        if out.ndim == 0 or out.shape[0] != n:
+            raise ValueError(f"Expected `{name}(…, {n})` to return {n} samples, but got shape {tuple(out.shape)}")
+        return out
+
+    def _features(self, x: Tensor, device: torch.device) -> Tensor:
+        x = x.to(device)
+        if self.feature_extractor is None:
+            return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
+        feats = self.feature_extractor(x)
+        if not isinstance(feats, Tensor):
+            raise TypeError(f"Expected `feature_extractor` to return a tensor [n, D], but got {type(feats).__name__}")
+        return feats
+
+    def _real_chunks(self, rank: int, world: int) -> Iterator[Tensor]:
+        """This rank's real rows, in order (:func:`~lightning_prd.callback.sharding.real_chunks`)."""
+        return real_chunks(self.real, self.num_real, self.batch_size, rank, world)
+
+    def _clear_real(self) -> None:
+        """Drop cached real features (a new fit may shard the real set differently)."""
+        keep = getattr(self.metric, "reset_real_features", None)
+        if keep is False:
+            self.metric.reset_real_features = True
+            self.metric.reset()
+            self.metric.reset_real_features = False
+        else:
+            self.metric.reset()
+        self._real_ready = False

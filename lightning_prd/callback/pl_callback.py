@@ -1,0 +1,125 @@
+"""``PRDCallback``: :class:`~lightning_prd.callback.core.PRDCallbackCore` mixed with
+``pytorch_lightning.Callback`` (:mod:`lightning_prd.lightning` mixes it with ``lightning.pytorch``'s)."""
+
+from __future__ import annotations
+
+import pytorch_lightning as pl
+
+from lightning_prd.callback.core import PRDCallbackCore
+
+
+class PRDCallback(PRDCallbackCore, pl.Callback):
+    """Sample the model every N epochs and log precision, recall, density, coverage, PRD and α/β scores.
+
+    **When it runs** (:mod:`lightning_prd.callback.schedule`). An epoch due under ``every_n_epochs`` is
+    scored at the end of its last validation run if it validates at its end (so ``ModelCheckpoint``
+    and ``EarlyStopping`` read fresh values), otherwise at the end of its training epoch; once,
+    never in the sanity check, only while fitting. When the fit ends on weights no evaluation has
+    seen, ``evaluate_on_train_end`` scores them once more, logged at the last epoch reached with
+    ``"final": True`` in ``history``. The module is sampled in eval mode under ``no_grad``; every
+    submodule's training flag is restored afterwards.
+
+    **Fixed noise.** Each evaluation samples inside a forked RNG (torch CPU and the module's CUDA
+    device, Python ``random``, NumPy) seeded with ``seed + global_rank``, so the same latent
+    codes are drawn every epoch and the user's global RNG state is left as it was.
+
+    **Distributed.** Rank ``r`` of ``W`` generates its contiguous share of ``num_samples`` and
+    embeds its contiguous block of the real rows (:func:`rank_shard`: no duplicates, and the
+    gathered sets keep the single-process order). The metric all-gathers the features and
+    every rank computes the same values, so every rank must reach the hook (it does under
+    Lightning). Real features are extracted once per fit (first
+    evaluation) and kept, with their k-NN radii, by ``GenerativeMetrics(reset_real_features=False)``.
+
+    Args:
+        real: a tensor of real samples ``[N, ...]`` or a DataLoader (any iterable) of batches
+            (a tensor, or a tuple/list whose first item is the tensor). A plain DataLoader must
+            yield the same rows in the same order on every rank (``shuffle=False``; a shuffling
+            one raises under DDP); its size is ``len(loader.dataset)`` (or counted in one pass);
+            each rank reads it up to the end of its block and embeds only its rows. A DataLoader
+            with a ``DistributedSampler`` is read as this rank's shard **without the padding
+            duplicates** the sampler adds when the world size does not divide the dataset
+            (:mod:`lightning_prd.samplers`): the k-NN scores equal the single-process ones; the
+            gathered order differs, so PRD's seeded clustering (and Fréchet's last digits) may too.
+        sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples. Default:
+            ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
+            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG.
+        feature_extractor: module or callable mapping a batch of samples to ``[n, D]`` features,
+            applied to real and generated samples alike, under ``no_grad`` in eval mode (an
+            ``nn.Module`` is moved to the module's device). Default: identity (samples
+            flattened to ``[n, -1]``).
+        num_samples: generated samples per evaluation, over all ranks.
+        num_real: use at most this many real samples (the first ones); default all.
+        every_n_epochs: evaluate every N epochs.
+        prefix: key prefix of everything logged.
+        metric: ``None`` (``GenerativeMetrics(reset_real_features=False)``), a dict of
+            ``GenerativeMetrics`` options, or a Metric with ``update(features, real: bool)``,
+            ``compute() -> dict`` and ``reset()``. With ``reset_real_features=True`` the real
+            features are extracted again at each evaluation.
+        seed: base seed of the fixed noise.
+        log_curves: log curves and figures (scalars are always logged).
+        batch_size: chunk size for sampling and feature extraction.
+        log_images: when samples are images ``[n, 1 or 3, H, W]``, also log (rank 0, TensorBoard and
+            W&B) a grid of the ``num_images`` least realistic generated samples, a grid of real samples
+            that no generated sample covers (the modes the model misses) and a histogram of realism
+            scores under ``<prefix>samples/...`` and ``<prefix>realism``. Off by default: rank 0 keeps its
+            generated samples of the evaluation in CPU memory until they are logged.
+        num_images: images per grid.
+        evaluate_on_train_end: score the final weights when the fit ends on weights that were
+            not scored (see *When it runs*). Every rank takes part (the metric all-gathers).
+        cache_dir: a folder (or a :class:`~lightning_prd.features.cache.RealFeatureCache`) where the
+            real features are kept across runs: a later fit with the same real samples (as read),
+            extractor (class, weights, settings), ``num_real``, world size and dtype loads them
+            instead of calling the extractor. The key is described in
+            :mod:`lightning_prd.features.cache`; a plain function as extractor needs
+            ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache.
+
+    Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
+    ``compute()`` is logged as ``P<name>``; with the default metric:
+
+    * ``Pprecision``, ``Precall``: k-NN precision and recall (Kynkäänniemi et al. 2019, k=3);
+    * ``Pdensity``, ``Pcoverage``: Naeem et al. 2020, k=5;
+    * ``Pp_precision``, ``Pp_recall``: probabilistic precision and recall (Park & Kim 2023);
+      ``Pprecision_cover``, ``Precall_cover``: PR-cover (Cheema & Urner 2023), on sets large
+      enough for their radii;
+    * ``Pfrechet_distance``: the FID formula on the features (lower is better);
+    * when the metric returns them: ``Pf_beta``, ``Pf_inv_beta`` (PRD F_8, F_1/8),
+      ``Palpha_precision``, ``Pbeta_recall``, ``Pauthenticity``; with ``metric=dict(kid=True)``
+      ``Pkid``, ``Pkid_std``; with ``metric=dict(vendi=True)`` ``Pvendi``, ``Pvendi_real``.
+
+    They go to ``trainer.callback_metrics`` on every rank (so ``ModelCheckpoint(monitor=
+    "prd/coverage", mode="max")`` and ``EarlyStopping`` work) and, from rank 0, to every logger:
+    TensorBoard with the epoch as step; W&B with a ``Pepoch`` step metric and best-value
+    summaries; CSV and other loggers through ``log_metrics`` with an ``epoch`` column. Curves
+    (when ``log_curves``; PRD from ``prd_precision``/``prd_recall``, α/β from ``alphas``,
+    ``alpha_precision_curve``, ``beta_recall_curve``):
+
+    * ``Pprd_curve``: TensorBoard PR-curve dashboard entry per epoch; W&B line chart over an
+      accumulated table (one line per epoch);
+    * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` (precision over
+      recall across epochs): TensorBoard images, W&B ``wandb.Image``;
+    * CSV (and any logger with a ``log_dir``): ``<log_dir>/prd_curves/epoch_NNNN.csv`` and
+      ``<log_dir>/alpha_beta_curves/epoch_NNNN.csv``.
+
+    With no logger, or one that shows no curves, one warning says curves are skipped. Between
+    evaluations (``every_n_epochs > 1``) ``callback_metrics`` keeps the last values: give
+    ``ModelCheckpoint`` the same ``every_n_epochs`` so it does not act on stale scores.
+
+    **Checkpoint state**: ``history`` (one dict of plain scores per evaluation, with ``"epoch"``)
+    and ``prd_curves`` (each evaluation's PRD curve, at most 127 float16 points; about 0.8 kB
+    per evaluation in all). A resumed run never re-evaluates an epoch already in ``history``,
+    draws the trajectory figure over every epoch and rebuilds the W&B ``Pprd_curve`` table with
+    every epoch once. An epoch logged after the last checkpoint (a killed run) is logged again
+    by the resumed run; ``tensorboard --logdir`` (its default data server) keeps, per tag, the
+    newest event when a step repeats, so it shows each epoch once (``--load_fast=false``, the
+    older reader, shows such an epoch twice).
+
+    Example:
+        >>> import torch
+        >>> from lightning_prd.callback import PRDCallback
+        >>> real = torch.randn(512, 2)
+        >>> cb = PRDCallback(real, sample_fn=lambda module, n: torch.randn(n, 2), num_samples=512)
+        >>> cb.state_key
+        "PRDCallback{'prefix': 'prd/'}"
+
+        Then ``pl.Trainer(callbacks=[cb, ModelCheckpoint(monitor="prd/coverage", mode="max")]).fit(model)``.
+    """

@@ -1,0 +1,118 @@
+"""Which real rows each rank embeds: contiguous shards of a tensor or a DataLoader, the rows of a
+``DistributedSampler`` without its padding duplicates, and the check that every rank's sampler matches
+its process.
+
+Rank ``r`` of ``W`` reads the block :func:`rank_shard` gives it, so the gathered real set of a DDP run
+is the real set of a single-process run, in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, List, Optional
+
+import torch.distributed as dist
+from torch import Tensor
+from torch.utils.data import DistributedSampler
+
+from lightning_prd.features.base import first_tensor
+from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
+
+
+def rank_shard(total: int, rank: int, world_size: int) -> range:
+    """The contiguous block of ``range(total)`` that rank ``rank`` of ``world_size`` handles.
+
+    Blocks differ in size by at most one and, concatenated in rank order (as the metric's
+    all-gather does), give back ``range(total)`` in order. The callback splits both the
+    generated samples and the real set this way, so a DDP run sees the very sets of a
+    single-process run, in the same order (which even order-dependent steps, such as PRD's
+    seeded k-means, need to agree).
+
+    Example:
+        >>> [list(rank_shard(5, r, 2)) for r in range(2)]
+        [[0, 1, 2], [3, 4]]
+    """
+    base, extra = divmod(total, world_size)
+    start = rank * base + min(rank, extra)
+    return range(start, start + base + (rank < extra))
+
+
+def real_chunks(real: Any, num_real: Optional[int], batch_size: int, rank: int, world: int) -> Iterator[Tensor]:
+    if isinstance(real, Tensor):
+        mine = rank_shard(min(real.shape[0], num_real or real.shape[0]), rank, world)
+        for start in range(mine.start, mine.stop, batch_size):
+            yield real[start : min(start + batch_size, mine.stop)]
+        return
+    sampler = distributed_sampler_of(real)
+    if sampler is not None:
+        yield from _sampler_chunks(real, num_real, sampler, rank, world)
+        return
+    shuffler = random_sampler_of(real) if world > 1 else None
+    if shuffler is not None:
+        raise ValueError(
+            "Expected argument `real` to yield the same rows in the same order on every rank, but its DataLoader "
+            f"draws them at random ({type(shuffler).__name__}): ranks would embed overlapping blocks, counting "
+            "some real samples twice and missing others. Pass `shuffle=False`, or a DataLoader with a "
+            "DistributedSampler"
+        )
+    mine = rank_shard(real_total(real, num_real), rank, world)
+    seen = 0
+    for batch in real:
+        if seen >= mine.stop:
+            break
+        x = first_tensor(batch, "argument `real`")
+        lo, hi = max(mine.start - seen, 0), min(mine.stop - seen, x.shape[0])
+        if hi > lo:
+            yield x[lo:hi]
+        seen += x.shape[0]
+
+
+def check_samplers_agree(real: Any, rank: int, world: int) -> None:
+    """Under DDP, a DistributedSampler of ``real`` that does not match its process (e.g. ``rank=0``
+    hard-coded on every rank) must fail on every rank: a rank raising alone would leave the
+    others waiting in the metric's all-gather. One all-gather of ``(num_replicas, rank)`` decides."""
+    sampler = distributed_sampler_of(real)
+    if sampler is None or world < 2 or not (dist.is_available() and dist.is_initialized()):
+        return
+    seen: List[Any] = [None] * world
+    dist.all_gather_object(seen, (sampler.num_replicas, sampler.rank))
+    expected = [(world, r) for r in range(world)]
+    if seen != expected:
+        raise ValueError(
+            f"Expected the DistributedSampler of argument `real` on each rank to match its process "
+            f"(num_replicas, rank) = {expected}, but the ranks hold {seen}"
+        )
+
+
+def _sampler_chunks(
+    real: Iterable[Any], num_real: Optional[int], sampler: DistributedSampler, rank: int, world: int
+) -> Iterator[Tensor]:
+    """This rank's real rows from a DataLoader with a ``DistributedSampler``: its shard without the
+    padding duplicates (:func:`lightning_prd.samplers.unpadded_count`), ``num_real`` over all ranks."""
+    if (sampler.num_replicas, sampler.rank) != (world, rank):
+        raise ValueError(
+            f"Expected the DistributedSampler of argument `real` to match this process (num_replicas={world}, "
+            f"rank={rank}), but it has num_replicas={sampler.num_replicas}, rank={sampler.rank}"
+        )
+    keep, seen = unpadded_count(sampler, num_real), 0
+    for batch in real:
+        if seen >= keep:
+            break
+        x = first_tensor(batch, "argument `real`")
+        yield x[: keep - seen]
+        seen += x.shape[0]
+
+
+def real_total(real: Iterable[Any], num_real: Optional[int]) -> int:
+    """Rows of a real DataLoader: ``num_real`` capped by ``len(dataset)``, or counted in one pass."""
+    dataset = getattr(real, "dataset", None)
+    try:
+        total = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        total = 0
+        for batch in real:
+            total += first_tensor(batch, "argument `real`").shape[0]
+            if num_real is not None and total >= num_real:
+                break
+    if total == 0:
+        raise ValueError("Expected argument `real` to yield at least one sample, but the DataLoader was empty")
+    return min(total, num_real) if num_real is not None else total

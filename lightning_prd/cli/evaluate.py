@@ -1,0 +1,330 @@
+"""``lightning-prd evaluate`` and ``compare``: load the sets, score each generated set against the real
+set with one ``GenerativeMetrics`` pass, print the table, write ``--json`` and ``--plot``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lightning_prd import __version__
+from lightning_prd.cli.checks import check_outputs, write_output
+from lightning_prd.cli.inputs import CLIError, _check_path, _Source, load_set
+from lightning_prd.cli.parser import SCORES
+from lightning_prd.runs.scores import best_index, direction_label, format_score
+
+
+# ---------------------------------------------------------------------------- scores
+class _Scorer:
+    """Scores of generated sets against one real set, from one ``GenerativeMetrics`` pass per set;
+    the real side's k-NN radii are computed once."""
+
+    def __init__(self, real: Tensor, args: argparse.Namespace, device: torch.device) -> None:
+        from lightning_prd import GenerativeMetrics
+
+        self.real, self.args, self.device = real.to(device), args, device
+        self.prd = not args.no_prd
+        self.alpha_beta = not args.no_alpha_beta
+        prd = dict(num_clusters=args.prd_clusters, num_runs=args.prd_runs, seed=args.seed, enforce_balance="subsample")
+        self.metric = GenerativeMetrics(
+            k_precision_recall=args.k_pr,
+            k_density_coverage=args.k_dc,
+            frechet=True,
+            reset_real_features=False,
+            prd=prd if self.prd else False,
+            alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
+            kid=dict(seed=args.seed) if args.kid else False,
+            vendi=args.vendi,
+            top_pr=bool(args.top_pr),
+            ball=args.ball,
+            probabilistic=args.probabilistic,
+            pr_cover=args.pr_cover,
+            cmmd=args.cmmd,
+        ).to(device)
+        self.metric.update(self.real, real=True)
+
+    def __call__(self, fake: Tensor) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
+        from tqdm.auto import tqdm
+
+        from lightning_prd.functional.knn import tile_progress
+
+        self.metric.update(fake.to(self.device), real=False)
+        bar = tqdm(desc="k-NN distance tiles", unit="tile", disable=self.args.quiet or not sys.stderr.isatty())
+        try:
+            with tile_progress(bar.update):
+                result = self.metric.compute()
+        finally:
+            bar.close()
+            self.metric.reset()
+        scores = {k: float(result[k]) for k in SCORES if k in result}
+        curves = {k: _np(v) for k, v in result.items() if v.ndim == 1}
+        return scores, curves
+
+
+def _np(x: Any) -> np.ndarray:
+    return x.detach().cpu().double().numpy() if isinstance(x, Tensor) else np.asarray(x, dtype=float)
+
+
+# ---------------------------------------------------------------------------- output
+def _fmt(value: float) -> str:
+    return format_score(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Plain-text table: first column left-aligned, the others right-aligned."""
+    table = [list(map(str, header)), *[list(map(str, r)) for r in rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(table[0]), "  ".join("-" * w for w in widths), *map(line, table[1:])])
+
+
+def _direction_rows(
+    names: Sequence[str], results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]
+) -> List[List[str]]:
+    """``compare``'s last rows: which way each score is better, and which set is best by it."""
+    better = ["(better)", "", *[direction_label(k) for k in names]]
+    picks = [best_index(k, [scores.get(k, float("nan")) for _, scores, _ in results]) for k in names]
+    best = ["(best)", "", *[results[i][0] if i is not None else "-" for i in picks]]
+    return [better, best]
+
+
+def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
+    return {
+        "k_precision_recall": args.k_pr,
+        "k_density_coverage": args.k_dc,
+        "ball": args.ball,
+        "extractor": args.extractor,
+        "weights": args.weights,
+        "device": str(device),
+        "num_samples": args.num_samples,
+        "seed": args.seed,
+        "real_key": args.real_key or args.key,
+        "fake_key": args.fake_key or args.key,
+        "prd": (
+            {"num_clusters": args.prd_clusters, "num_runs": args.prd_runs, "enforce_balance": "subsample"}
+            if scorer.prd
+            else None
+        ),
+        "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
+        "kid": scorer.metric.kid,
+        "vendi": scorer.metric.vendi,
+        "top_pr": scorer.metric.top_pr,
+        "probabilistic": scorer.metric.probabilistic,
+        "pr_cover": scorer.metric.pr_cover,
+        "cmmd": scorer.metric.cmmd,
+    }
+
+
+def _count(src: _Source, letter: str) -> str:
+    return f"{letter} = {src.num}" + (f" (of {src.total})" if src.total != src.num else "")
+
+
+def _entry(src: _Source) -> str:
+    return f" [{src.key}]" if src.key is not None else ""
+
+
+def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Namespace, scorer: _Scorer) -> str:
+    lines = [f"real      {real.path}{_entry(real)}  {_count(real, 'N')}"]
+    if fake is not None:
+        lines.append(f"fake      {fake.path}{_entry(fake)}  {_count(fake, 'M')}")
+    lines += [
+        f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}",
+        f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}  balls = {args.ball}",
+    ]
+    parts = (
+        ("PRD", "prd", args.no_prd, scorer.prd),
+        ("alpha/beta", "alpha-beta", args.no_alpha_beta, scorer.alpha_beta),
+    )
+    skipped = [
+        f"{name} ({'--no-' + flag if off else 'not available in this installation'})"
+        for name, flag, off, on in parts
+        if not on
+    ]
+    if skipped:
+        lines.append(f"skipped   {', '.join(skipped)}")
+    return "\n".join(lines)
+
+
+def _write_json(path: str, payload: Dict[str, Any]) -> None:
+    write_output("--json", path, lambda out: out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n"))
+
+
+def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]) -> None:
+    """One PNG: PRD curves and alpha/beta curves when computed, and the (recall, precision) points."""
+    from matplotlib.figure import Figure
+
+    marker = {"prd": "prd_precision", "alpha_beta": "alphas"}
+    panels = [p for p in ("prd", "alpha_beta") if any(marker[p] in curves for _, _, curves in results)]
+    fig = Figure(figsize=(4.6 * (len(panels) + 1), 4.2), dpi=110, layout="constrained")
+    axes = fig.subplots(1, len(panels) + 1, squeeze=False)[0]
+    colours = [f"C{i % 10}" for i in range(len(results))]
+    for ax, panel in zip(axes, panels):
+        for (label, _, c), colour in zip(results, colours):
+            if panel == "prd" and "prd_precision" in c:
+                ax.plot(c["prd_recall"], c["prd_precision"], color=colour, label=label)
+            elif panel == "alpha_beta" and "alphas" in c:
+                ax.plot(c["alphas"], c["alpha_precision_curve"], color=colour, label=f"{label} α-precision")
+                ax.plot(c["alphas"], c["beta_recall_curve"], color=colour, linestyle="--", label=f"{label} β-recall")
+        if panel == "prd":
+            ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="PRD curve")
+        else:
+            ax.plot([0, 1], [0, 1], color="0.6", linewidth=1, linestyle=":")
+            ax.set(
+                xlim=(0, 1),
+                ylim=(0, 1.02),
+                xlabel="α, β",
+                ylabel="score",
+                title="α-precision (solid), β-recall (dashed)",
+            )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small", loc="lower left" if panel == "prd" else "upper left")
+    ax = axes[-1]
+    for (label, scores, _), colour in zip(results, colours):
+        if "precision" in scores and "recall" in scores:
+            ax.scatter([scores["recall"]], [scores["precision"]], color=colour, zorder=2)
+            ax.annotate(
+                label, (scores["recall"], scores["precision"]), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
+    ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="k-NN precision / recall")
+    ax.grid(alpha=0.3)
+    write_output("--plot", path, lambda out: fig.savefig(out, format=_plot_format(out)))
+
+
+def _plot_format(out: Path) -> str:
+    """The image format of ``--plot``: its extension, PNG when it has none (written at exactly that path)."""
+    return out.suffix[1:].lower() or "png"
+
+
+def _check_outputs(args: argparse.Namespace, inputs: Sequence[Tuple[str, str]]) -> None:
+    """Fail before any work when ``--json`` / ``--plot`` cannot be written or would overwrite an input
+    (see :func:`lightning_prd.cli.checks.check_outputs`; missing folders are created)."""
+    check_outputs(args, inputs, _plot_format)
+
+
+def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None:
+    """Cheap checks of every ``--real``/``--fake`` PATH before the (possibly long) work starts."""
+    for flag, text in paths:
+        _check_path(text, flag, has_extractor)
+
+
+def _check_sizes(src: _Source, flag: str, options: Sequence[Tuple[str, int]], args: argparse.Namespace) -> None:
+    """A k-NN radius of ``k`` needs ``k + 1`` samples in its set (the core's rule), named by option and file."""
+    held = f"{flag} {src.path} holds {src.num} samples" + (
+        f" (--num-samples {args.num_samples})" if src.num != src.total else ""
+    )
+    if src.num < 2:
+        raise CLIError(f"{flag} {src.path}: expected at least 2 samples for k-NN radii, but got {src.num}")
+    for option, k in options:
+        if src.num < k + 1:
+            raise CLIError(
+                f"{option}: expected at most {src.num - 1}, but got {k} ({held}; a k-NN radius needs at least k + 1)"
+            )
+
+
+# ---------------------------------------------------------------------------- commands
+def _device(text: str) -> torch.device:
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise CLIError(f"--device {text}: not a device (use cpu, cuda, cuda:N or auto)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CLIError(f"--device {text}: CUDA is not available on this machine (use --device cpu)")
+    return device
+
+
+def _extractor(args: argparse.Namespace, device: torch.device) -> Any:
+    if args.extractor is None:
+        if args.weights is not None:
+            raise CLIError("--weights needs --extractor NAME (the network the weights belong to)")
+        return None
+    from lightning_prd.features import get_extractor
+
+    try:
+        return get_extractor(args.extractor, weights=args.weights, device=device)
+    except (ValueError, TypeError, FileNotFoundError, ImportError, AttributeError) as err:
+        raise CLIError(f"--extractor {args.extractor}: {' '.join(str(err).split())}") from err
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Run ``evaluate`` or ``compare`` on parsed arguments; returns the exit status."""
+    device = _device(args.device)
+    fakes = args.fake if isinstance(args.fake, list) else [args.fake]
+    labels = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
+    if len(labels) != len(fakes):
+        raise CLIError(f"--labels: got {len(labels)} labels for {len(fakes)} --fake sets")
+    _check_inputs([("--real", args.real), *(("--fake", p) for p in fakes)], args.extractor is not None)
+    _check_outputs(args, [("--real", args.real), *(("--fake", p) for p in fakes)])
+    extractor = _extractor(args, device)
+    real = load_set(args.real, "--real", args, extractor, device)
+    _check_sizes(real, "--real", [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)], args)
+    dim = real.features.shape[1]
+    scorer = _Scorer(real.features, args, device)
+    results, sources = [], []
+    for path, label in zip(fakes, labels):
+        fake = load_set(path, "--fake", args, extractor, device)
+        if (fake.picked or real.picked) and fake.key == real.key and Path(path).resolve() == Path(args.real).resolve():
+            raise CLIError(
+                f"--fake {path}: the same entry {fake.key!r} as --real, taken as the first of several in the file; "
+                "name the entries with --real-key and --fake-key"
+            )
+        if fake.features.shape[1] != dim:
+            raise CLIError(
+                f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
+            )
+        _check_sizes(fake, "--fake", [("--k-pr", args.k_pr)], args)
+        clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
+        if scorer.prd and args.prd_clusters > clustered:
+            raise CLIError(
+                f"--prd-clusters: expected at most {clustered}, but got {args.prd_clusters} (PRD clusters "
+                f"2 x min(N, M) samples; N = {real.num}, M = {fake.num} for --fake {path})"
+            )
+        try:
+            scores, curves = scorer(fake.features)
+        except ValueError as err:
+            raise CLIError(f"cannot score --fake {path}: {err}") from err
+        fake.features = fake.features[:, :0].cpu()  # keep the count, free the memory
+        results.append((label, scores, curves))
+        sources.append(fake)
+
+    print(_header(real, sources[0] if args.command == "evaluate" else None, dim, args, scorer))
+    print()
+    if args.command == "evaluate":
+        rows = [[k, _fmt(v), direction_label(k)] for k, v in results[0][1].items()]
+        print(_table(["score", "value", "better"], rows))
+    else:
+        names = [k for k in SCORES if any(k in scores for _, scores, _ in results)]
+        rows = [
+            [label, str(src.num), *[_fmt(scores[k]) if k in scores else "-" for k in names]]
+            for (label, scores, _), src in zip(results, sources)
+        ]
+        print(_table(["fake", "M", *names], [*rows, *_direction_rows(names, results)]))
+    if args.json:
+        payload: Dict[str, Any] = {
+            "command": args.command,
+            "version": __version__,
+            "real": real.describe(),
+            "num_features": dim,
+            "settings": _settings(args, scorer, device),
+        }
+        if args.command == "evaluate":
+            payload.update(fake=sources[0].describe(), scores=results[0][1])
+        else:
+            payload["results"] = [
+                {"label": label, **src.describe(), "scores": scores}
+                for (label, scores, _), src in zip(results, sources)
+            ]
+        _write_json(args.json, payload)
+    if args.plot:
+        _write_plot(args.plot, results)
+    return 0

@@ -1,0 +1,53 @@
+"""``main``: the entry point of the ``lightning-prd`` console script (exit status 0 ok, 1 bad input,
+2 usage error; bad input is reported as one line on stderr)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any, Optional, Sequence
+
+from lightning_prd.cli.checks import reject_unknown_flags
+from lightning_prd.cli.evaluate import run_evaluate
+from lightning_prd.cli.inputs import CLIError
+from lightning_prd.cli.parser import PROG, build_parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``lightning-prd``; returns the exit status (0 ok, 1 bad input, 2 usage error).
+
+    Example:
+        >>> main(["--version"])  # doctest: +ELLIPSIS
+        lightning-prd ...
+        0
+    """
+    parser = build_parser()
+    try:
+        reject_unknown_flags(build_parser, sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, --version and usage errors
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    show = warnings.showwarning
+
+    def _one_line_warning(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
+        print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+    warnings.showwarning = _one_line_warning
+    try:
+        return args.handler(args) if hasattr(args, "handler") else run_evaluate(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - bad input is reported as one line, not a traceback
+        if args.debug:
+            raise
+        message = " ".join(str(err).split()) or type(err).__name__
+        if not isinstance(err, (CLIError, ValueError, TypeError, FileNotFoundError, ImportError)):
+            message = f"{type(err).__name__}: {message} (rerun with --debug for the traceback)"
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        return 1
+    finally:
+        warnings.showwarning = show

@@ -1,0 +1,242 @@
+"""The ``lightning-prd`` argument parser: subcommands ``evaluate``, ``compare`` (here) and ``runs``
+(:mod:`lightning_prd.cli.runs`), their flags, help and epilog."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+from lightning_prd import __version__
+from lightning_prd.cli.runs import add_runs_parser
+from lightning_prd.functional.engine.inputs import MAX_SEED
+from lightning_prd.runs.scores import DIRECTIONS
+
+PROG = "lightning-prd"
+#: the scores of the table, in its order, and which way each is better (one table for the package)
+SCORES = DIRECTIONS
+
+EPILOG = f"""\
+inputs:
+  PATH is a feature file or an image folder:
+    .npy          a 2-D array [N, D] of features
+    .npz          the array named by --key (--real-key, --fake-key), else the first array
+    .pt / .pth    a tensor, or the tensor named by --key (else the first one) of a dict
+    folder/       PNG/JPEG images, searched recursively; needs --extractor
+  With --extractor, files may also hold images [N, C, H, W] (uint8 0..255 or float 0..1).
+  Features are floating point: float16/bfloat16 are read as float32 (the same scores as
+  float32 files); integer and bool arrays are refused unless --extractor embeds them.
+  --json and --plot are checked before any work; missing folders are created. They never
+  overwrite an input: the same file under another name, a hard link or a symbolic link of
+  an input, or an image of an input folder, is refused, and so is a new image file inside an
+  input folder (it would be read as a sample next time). Bad input: exit status 1 and one
+  line on stderr; usage errors (an unknown flag is named): status 2.
+
+scores (the table, and --json):
+  precision, recall (k = --k-pr)  Kynkäänniemi et al. 2019
+  density, coverage (k = --k-dc)  Naeem et al. 2020
+  f_beta, f_inv_beta              max F_8 / F_1/8 of the PRD curve, Sajjadi et al. 2018
+  alpha_precision, beta_recall,   integrated alpha/beta curves and authenticity,
+  authenticity                    Alaa et al. 2022 (k = --k-dc, so beta = 1 is coverage)
+  frechet_distance                the FID formula on these features
+  The 'better' column: higher, lower (frechet_distance), or 1 is ideal (density: below 1
+  means samples in empty regions, above 1 samples piled in dense regions).
+  PRD and alpha/beta appear when lightning_prd provides them and are skipped with
+  --no-prd / --no-alpha-beta. The PRD clustering subsamples the larger set to the
+  smaller one's size (seeded by --seed).
+
+extractors (--extractor): {{extractors}}, or 'module:callable'
+  Pretrained networks never download: pass --weights FILE, or put the file in torch's
+  hub cache ($TORCH_HOME/hub/checkpoints, default ~/.cache/torch/hub/checkpoints):
+    inception  inception_v3_google-0cc3c7bd.pth
+               https://download.pytorch.org/models/inception_v3_google-0cc3c7bd.pth
+    vgg16      vgg16-397923af.pth
+               https://download.pytorch.org/models/vgg16-397923af.pth
+  They need torchvision: pip install 'lightning-prd[images]'.
+  'random-cnn' is a seeded random network for smoke tests, not for reporting.
+
+examples:
+  {PROG} evaluate --real real.npy --fake fake.npy
+  {PROG} evaluate --real feats.npz --real-key real --fake feats.npz --fake-key fake --json out.json
+  {PROG} evaluate --real data/train_images --fake samples/ --extractor inception \\
+      --weights ~/weights/inception_v3_google-0cc3c7bd.pth --device cuda --plot prd.png
+  {PROG} evaluate --real real.pt --fake fake.pt --num-samples 10000 --seed 1
+  {PROG} compare --real real.npy --fake ep10.npy ep20.npy ep30.npy --labels 10 20 30 --plot curves.png
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors reported as one line (no usage block)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# ---------------------------------------------------------------------------- arguments
+def _int_in(minimum: int, maximum: Optional[int] = None):
+    """An argparse ``type`` accepting integers in ``[minimum, maximum]`` (the bounds the core checks)."""
+    if maximum is not None:
+        what = f"an integer in [{minimum}, {maximum}]"
+    else:
+        what = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer of at least {minimum}")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise argparse.ArgumentTypeError(f"expected {what}, but got {shown!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_in(1)
+#: the package's seed range (lightning_prd.functional.engine.inputs.MAX_SEED)
+_seed = _int_in(0, MAX_SEED)
+#: the bounds of lightning_prd.functional.prd.check_prd_options / alpha_beta.check_num_alphas
+_prd_runs = _int_in(1, 10_000)
+_num_alphas = _int_in(2, 1_000_000)
+
+
+def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
+    p.add_argument(
+        "--real", required=True, metavar="PATH", help="real samples: feature file or image folder (the reference P)"
+    )
+    if many_fakes:
+        p.add_argument("--fake", required=True, nargs="+", metavar="PATH", help="one or more generated sets")
+        p.add_argument("--labels", nargs="+", metavar="LABEL", help="a name per --fake set (default: the file names)")
+    else:
+        p.add_argument(
+            "--fake",
+            required=True,
+            metavar="PATH",
+            help="generated samples: feature file or image folder (the model Q)",
+        )
+    p.add_argument(
+        "--key", metavar="KEY", help="array name inside .npz files / tensor name inside .pt dicts (both sets)"
+    )
+    p.add_argument("--real-key", metavar="KEY", help="--key for the --real file only")
+    p.add_argument("--fake-key", metavar="KEY", help="--key for the --fake file(s) only")
+    p.add_argument("--json", metavar="OUT", help="write every scalar score and the settings to this JSON file")
+    p.add_argument("--plot", metavar="OUT.png", help="write a PNG with the PRD and alpha/beta curves (when available)")
+    p.add_argument("--k-pr", type=_positive_int, default=3, metavar="K", help="k of precision/recall (default: 3)")
+    p.add_argument(
+        "--k-dc", type=_positive_int, default=5, metavar="K", help="k of density/coverage and beta-recall (default: 5)"
+    )
+    p.add_argument(
+        "--ball",
+        choices=("closed", "open"),
+        default="closed",
+        help="k-NN balls of precision, recall, density and coverage: closed (d <= r, default) or open "
+        "(d < r, as the prdc package: use it to compare with numbers published with prdc)",
+    )
+    p.add_argument(
+        "--extractor", metavar="NAME", help="feature extractor for images: a registered name or module:callable"
+    )
+    p.add_argument("--weights", metavar="FILE", help="local weights file of the extractor (never downloaded)")
+    p.add_argument(
+        "--device", default="auto", metavar="DEV", help="cpu, cuda, cuda:N or auto (default: cuda when available)"
+    )
+    p.add_argument(
+        "--batch-size", type=_positive_int, default=64, metavar="B", help="images per extractor batch (default: 64)"
+    )
+    p.add_argument(
+        "--num-samples",
+        type=_positive_int,
+        metavar="N",
+        help="subsample each set to at most N samples, without replacement",
+    )
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        default=0,
+        metavar="S",
+        help="seed of subsampling and PRD clustering, 0 to 2**63 - 1 (default: 0)",
+    )
+    p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
+    p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
+    p.add_argument(
+        "--probabilistic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="probabilistic precision and recall (p_precision, p_recall; default: on)",
+    )
+    p.add_argument(
+        "--pr-cover",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="precision cover and recall cover (precision_cover, recall_cover; default: on)",
+    )
+    p.add_argument(
+        "--kid",
+        action="store_true",
+        help="add the Kernel Inception Distance (100 subsets of min(1000, N, M) samples, seeded by --seed)",
+    )
+    p.add_argument("--vendi", action="store_true", help="add the Vendi score of the generated and of the real set")
+    p.add_argument(
+        "--top-pr",
+        action="store_true",
+        help="add TopP&R (top_precision, top_recall, top_f1; its own pass; more than 160 samples per set)",
+    )
+    p.add_argument(
+        "--cmmd",
+        action="store_true",
+        help="add CMMD (Gaussian-kernel MMD; its sigma = 10 is calibrated for unit-norm CLIP embeddings)",
+    )
+    p.add_argument(
+        "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
+    )
+    p.add_argument(
+        "--prd-runs",
+        type=_prd_runs,
+        default=10,
+        metavar="R",
+        help="clusterings averaged by PRD, at most 10000 (default: 10)",
+    )
+    p.add_argument(
+        "--num-alphas",
+        type=_num_alphas,
+        default=30,
+        metavar="A",
+        help="points of the alpha/beta curves, at least 2 (default: 30)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``lightning-prd`` argument parser (subcommands ``evaluate``, ``compare`` and ``runs``)."""
+    from lightning_prd.features import available_extractors
+
+    epilog = EPILOG.replace("{extractors}", ", ".join(available_extractors()))
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog=PROG,
+        formatter_class=fmt,
+        epilog=epilog,
+        description="Fidelity and diversity of generated samples: precision, recall, density, coverage, "
+        "PRD, alpha-precision/beta-recall, authenticity and the Frechet distance, "
+        "from saved features or image folders.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{evaluate,compare,runs}")
+    ev = sub.add_parser(
+        "evaluate",
+        help="score one generated set against the real set",
+        formatter_class=fmt,
+        epilog=epilog,
+        description="Score the generated set --fake against the real set --real and print a table.",
+    )
+    _add_common(ev, many_fakes=False)
+    cmp = sub.add_parser(
+        "compare",
+        help="score several generated sets against one real set",
+        formatter_class=fmt,
+        epilog=epilog,
+        description="Score each --fake set against --real: one table row per set, curves overlaid in --plot.",
+    )
+    _add_common(cmp, many_fakes=True)
+    add_runs_parser(sub, fmt)
+    return parser

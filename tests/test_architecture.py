@@ -1,0 +1,115 @@
+"""The package's shape: few modules at its root, small files, no import circle, folders that say what they are.
+
+The import graph is read from the source with ``ast`` (nothing is imported): an edge ``A -> B`` for every
+``import B`` / ``from B import name`` anywhere in module ``A`` (function-level imports included), where
+``from P import name`` points at the submodule ``P.name`` when that is a module of the package and at ``P``
+(its ``__init__``) otherwise. Relative imports are resolved against ``A``'s package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "lightning_prd"
+
+
+def _modules() -> Dict[str, Path]:
+    mods: Dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _is_package(name: str, mods: Dict[str, Path]) -> bool:
+    return mods[name].name == "__init__.py"
+
+
+def _edges(mods: Dict[str, Path]) -> Dict[str, Set[str]]:
+    graph: Dict[str, Set[str]] = {name: set() for name in mods}
+    for name, path in mods.items():
+        package = name if _is_package(name, mods) else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            targets: List[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    sub = f"{source}.{alias.name}"
+                    targets.append(sub if sub in mods else source)
+            for target in targets:
+                if target in mods and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def _cycle(graph: Dict[str, Set[str]]) -> List[str]:
+    """One import circle as a list of modules (first == last), or [] when the graph has none."""
+    state: Dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: List[str] = []
+
+    def visit(node: str) -> List[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return []
+
+
+def test_cycle_finder_finds_a_circle():
+    # the checker itself: a planted circle is found, a chain is not
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_circle():
+    mods = _modules()
+    graph = _edges(mods)
+    assert sum(len(v) for v in graph.values()) > 50  # the walk sees the package's imports
+    circle = _cycle(graph)
+    assert not circle, "import circle: " + " -> ".join(circle)
+
+
+def test_at_most_six_modules_at_the_root():
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 6, root
+
+
+@pytest.mark.parametrize("limit", [450])
+def test_no_file_over_the_limit(limit):
+    long = {
+        str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > limit
+    }
+    assert not long, long
+
+
+def test_every_folder_says_what_it_is_for():
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 8, f"{init.relative_to(PACKAGE.parent)} has no module docstring"
