@@ -13,7 +13,13 @@ from typing import Any
 import griffe
 
 _ROLE_MATH = re.compile(r":math:`([^`]+)`")
-_ROLE_NAME = re.compile(r":(?:mod|func|class|meth|attr|data|obj|exc):`~?([^`]+)`")
+_ROLE_NAME = re.compile(r":(?:mod|func|class|meth|attr|data|obj|exc):`(~?)([^`]+)`")
+
+
+def _role_name(m: re.Match) -> str:
+    """A role's target as a code span; ``~a.b.c`` shows ``c`` only, as Sphinx does."""
+    target = m.group(2).split(".")[-1] if m.group(1) else m.group(2)
+    return "`" + target + "`"
 
 
 def _math_blocks(text: str) -> str:
@@ -62,7 +68,7 @@ def rst_to_markdown(text: str) -> str:
     text = _EXAMPLE.sub(r"\1Examples:", _split_pairs(text))
     text = _math_blocks(text)
     text = _ROLE_MATH.sub(lambda m: "\\(" + m.group(1) + "\\)", text)
-    return _ROLE_NAME.sub(lambda m: "`" + m.group(1) + "`", text)
+    return _ROLE_NAME.sub(_role_name, text)
 
 
 class RstRoles(griffe.Extension):
