@@ -160,11 +160,13 @@ def test_generative_metrics_and_metric_equal_the_function():
 def test_real_value_cached_only_when_real_features_are_kept(monkeypatch, keep_real):
     calls = []
 
+    real_value = generative_module.vendi_of  # the metric's call for the real set (on checked features)
+
     def counting(features, **opts):
         calls.append(features.shape[0])
-        return vendi_score(features, **opts)
+        return real_value(features, **opts)
 
-    monkeypatch.setattr(generative_module, "vendi_score", counting)
+    monkeypatch.setattr(generative_module, "vendi_of", counting)
     metric = GenerativeMetrics(vendi=True, prd=False, alpha_beta=False, reset_real_features=not keep_real)
     for epoch in range(3):
         if epoch == 0 or not keep_real:

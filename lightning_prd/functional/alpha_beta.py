@@ -51,15 +51,15 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import (
-    as_features,
     check_int,
     check_min_samples,
     check_pair,
     check_positive_int,
     check_real,
 )
-from lightning_prd.functional.engine.one_pass import PassResult, RealSide, knn_pass, requested
+from lightning_prd.functional.engine.one_pass import PassResult, RealSide, requested, run_pass
 from lightning_prd.functional.engine.oneclass import check_embedding, embed_features, embedding_center, train_oneclass
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import chunk_rows, mean64
 from lightning_prd.functional.knn.shard import Shard
 
@@ -143,9 +143,8 @@ def fake_centre_distance(fake: Tensor) -> Tensor:
     return _centre_distance(fake, mean64(fake))
 
 
-def _alpha_beta_from_features(
-    real: Tensor,
-    fake: Tensor,
+def alpha_beta_from_sets(
+    sets: FeatureSets,
     *,
     num_alphas: int,
     k: int,
@@ -156,11 +155,10 @@ def _alpha_beta_from_features(
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
 ) -> Tuple[Dict[str, Tensor], PassResult]:
-    """All scores from (already embedded, validated) features and one engine pass."""
-    fake_dist_g = fake_centre_distance(fake)
-    res = knn_pass(
-        real,
-        fake,
+    """All scores from checked (and, when asked, already embedded) features and one engine pass."""
+    fake_dist_g = fake_centre_distance(sets.fake)
+    res = run_pass(
+        sets,
         nearest="fake",
         extra_real_ks=[1],
         fake_values=fake_dist_g,
@@ -170,16 +168,12 @@ def _alpha_beta_from_features(
         real_cache=real_cache,
         shard=shard,
     )
-    out = alpha_beta_from_pass(
-        res, fake, fake_dist_g, num_alphas=num_alphas, k=k, real_center=real_center, per_sample=per_sample
-    )
+    out = alpha_beta_from_pass(res, num_alphas=num_alphas, k=k, real_center=real_center, per_sample=per_sample)
     return out, res
 
 
 def alpha_beta_from_pass(
     res: PassResult,
-    fake: Tensor,
-    fake_dist_g: Tensor,
     *,
     num_alphas: int,
     k: int,
@@ -187,8 +181,11 @@ def alpha_beta_from_pass(
     per_sample: bool = False,
 ) -> Dict[str, Tensor]:
     """The alpha/beta/authenticity outputs from a pass run with ``nearest="fake"`` (or True),
-    ``extra_real_ks=[1]``, ``fake_values=fake_dist_g`` and ``value_ks=[k]``."""
+    ``extra_real_ks=[1]``, ``fake_values`` = :func:`fake_centre_distance` of the generated set and
+    ``value_ks=[k]``."""
     real = res.real.points
+    fake = requested(res.sets.fake if res.sets is not None else None, "sets")
+    fake_dist_g = requested(res.fake_values, "fake_values")
     # c_r: the engine's real side already holds the float64 real mean
     real_centre = res.real.centre if real_center is None else real_center
     real_dist = _centre_distance(res.real.points, real_centre)
@@ -320,19 +317,17 @@ def alpha_precision_beta_recall(
     embedding = check_embedding(embedding)
     if not isinstance(return_per_sample, bool):
         raise ValueError(f"Expected argument `return_per_sample` to be a bool, but got {return_per_sample!r}")
-    real = as_features(real, "real")
-    fake = as_features(fake, "fake")
-    check_pair(real, fake)
-    check_min_samples(real, k, "real")
+    sets = FeatureSets.check(real, fake)
+    check_min_samples(sets.real, k, "real")
     centre = None
     if embedding is not None:
-        fn = train_oneclass(real) if isinstance(embedding, str) else embedding
-        real, fake = embed_features(fn, real, "real"), embed_features(fn, fake, "fake")
-        check_pair(real, fake)
-        centre = embedding_center(fn, real)
-    out, _ = _alpha_beta_from_features(
-        real,
-        fake,
+        fn = train_oneclass(sets.real) if isinstance(embedding, str) else embedding
+        real_e, fake_e = embed_features(fn, sets.real, "real"), embed_features(fn, sets.fake, "fake")
+        check_pair(real_e, fake_e)
+        centre = embedding_center(fn, real_e)
+        sets = FeatureSets(real_e, fake_e)  # the embedding's outputs, each checked by embed_features
+    out, _ = alpha_beta_from_sets(
+        sets,
         num_alphas=num_alphas,
         k=k,
         real_center=centre,
@@ -381,9 +376,9 @@ def authenticity(
         >>> float(authenticity(real, torch.tensor([[0.0], [3.4], [5.5], [7.0]])))
         0.5
     """
-    real = as_features(real, "real")
-    check_min_samples(real, 1, "real")
-    res = knn_pass(real, fake, nearest="fake", extra_real_ks=[1], dtype=dtype, block_bytes=block_bytes)
+    sets = FeatureSets.check(real, fake)
+    check_min_samples(sets.real, 1, "real")
+    res = run_pass(sets, nearest="fake", extra_real_ks=[1], dtype=dtype, block_bytes=block_bytes)
     return _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
 
 

@@ -15,8 +15,9 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
-from lightning_prd.functional.engine.inputs import as_features, check_pair, check_positive_int, check_real
-from lightning_prd.functional.engine.one_pass import knn_pass, requested
+from lightning_prd.functional.engine.inputs import check_positive_int, check_real
+from lightning_prd.functional.engine.one_pass import requested, run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 
 
 def audit_samples(
@@ -58,12 +59,11 @@ def audit_samples(
     k_p = check_positive_int(k_precision, "k_precision")
     k_c = check_positive_int(k_coverage, "k_coverage")
     num_alphas = check_num_alphas(num_alphas)
-    real_t, fake_v = as_features(real, "real"), as_features(fake, "fake")
-    check_pair(real_t, fake_v)
+    sets = FeatureSets.check(real, fake)
+    fake_v = sets.fake
     dist_g = fake_centre_distance(fake_v)
-    res = knn_pass(
-        real_t,
-        fake_v,
+    res = run_pass(
+        sets,
         member_ks=[k_p, k_c],
         recall_ks=[k_p],
         realism_k=k_p,
@@ -74,7 +74,7 @@ def audit_samples(
         dtype=dtype,
         block_bytes=block_bytes,
     )
-    ab = alpha_beta_from_pass(res, fake_v, dist_g, num_alphas=num_alphas, k=k_c, per_sample=True)
+    ab = alpha_beta_from_pass(res, num_alphas=num_alphas, k=k_c, per_sample=True)
     nearest = requested(res.cross.fake_nn_index, "fake_nn_index")
     nn_d = requested(res.cross.fake_nn_sq_dist, "fake_nn_sq_dist").sqrt()
     nn_r = res.real.sq_radii[1][nearest].sqrt()

@@ -14,8 +14,9 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.inputs import as_features, check_real
-from lightning_prd.functional.engine.one_pass import PassResult, knn_pass
+from lightning_prd.functional.engine.inputs import check_real
+from lightning_prd.functional.engine.one_pass import PassResult, run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 
 #: the official code's bandwidth (calibrated for unit-norm CLIP ViT-L/14 embeddings) and scale
 SIGMA = 10.0
@@ -126,7 +127,7 @@ def cmmd(
         0.632121
     """
     sigma, scale, unbiased = check_cmmd_options(sigma, scale, unbiased)
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    check_cmmd_sizes(real.shape[0], fake.shape[0], unbiased)
-    res = knn_pass(real, fake, dtype=dtype, block_bytes=block_bytes, kernel_gamma=gamma_of(sigma))
+    sets = FeatureSets.check(real, fake)
+    check_cmmd_sizes(sets.num_real, sets.num_fake, unbiased)
+    res = run_pass(sets, dtype=dtype, block_bytes=block_bytes, kernel_gamma=gamma_of(sigma))
     return cmmd_from_pass(res, scale=scale, unbiased=unbiased)

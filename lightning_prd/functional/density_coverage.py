@@ -15,7 +15,8 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_positive_int
-from lightning_prd.functional.engine.one_pass import PassResult, knn_pass
+from lightning_prd.functional.engine.one_pass import PassResult, run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 
 
 def density_from_pass(res: PassResult, k: int) -> Tensor:
@@ -82,5 +83,6 @@ def density_coverage(
         [2.0, 1.0]
     """
     k = check_positive_int(k, "k")
-    res = knn_pass(real, fake, member_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
+    sets = FeatureSets.check(real, fake)
+    res = run_pass(sets, member_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
     return density_from_pass(res, k), coverage_from_pass(res, k)

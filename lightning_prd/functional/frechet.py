@@ -14,15 +14,16 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.engine.inputs import as_features, check_pair, value_range
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import gram64, mean64, unit_scale
 
 
-def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor, float]:
+def _mean_cov(x: Tensor, name: str, spread: float) -> Tuple[Tensor, Tensor, float]:
     """Float64 mean ``mu``, the unbiased covariance of ``s x`` and ``s``, accumulated in row chunks
     (no float64 copy of ``x``). ``s`` is a power of two (exact) that brings the features' range
     near 1 when it is extreme (:func:`~lightning_prd.functional.engine.stats.unit_scale`), so the
-    covariance neither overflows nor underflows; 1 for ordinary features."""
+    covariance neither overflows nor underflows; 1 for ordinary features. ``spread``: the set's
+    range ``R`` (:meth:`FeatureSets.spread_of`)."""
     if x.shape[0] < 2:
         raise ValueError(
             f"Expected argument `{name}` to hold at least 2 samples for a covariance, but got {x.shape[0]}"
@@ -33,7 +34,6 @@ def _mean_cov(x: Tensor, name: str) -> Tuple[Tensor, Tensor, float]:
             f"Expected argument `{name}` to have a mean within float64's range, but its values reach "
             f"{float(x.abs().max()):.3g}; multiply both sets by one common factor c (the distance scales by c^2)"
         )
-    spread = value_range(x)
     if spread == 0:  # identical rows: the covariance is 0 (the rounded mean would leave ulps behind)
         return mu, torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device), 1.0
     scale = unit_scale(spread)
@@ -101,9 +101,11 @@ def frechet_distance(real: Any, fake: Any) -> Tensor:
         >>> round(float(frechet_distance(real, real + 1.0)), 6)
         2.0
     """
-    real = as_features(real, "real")
-    fake = as_features(fake, "fake")
-    check_pair(real, fake)
-    mu_r, cov_r, scale_r = _mean_cov(real, "real")
-    mu_f, cov_f, scale_f = _mean_cov(fake, "fake")
+    return frechet_of(FeatureSets.check(real, fake))
+
+
+def frechet_of(sets: FeatureSets) -> Tensor:
+    """The Fréchet distance of checked sets (see :func:`frechet_distance`)."""
+    mu_r, cov_r, scale_r = _mean_cov(sets.real, "real", sets.spread_of("real"))
+    mu_f, cov_f, scale_f = _mean_cov(sets.fake, "fake", sets.spread_of("fake"))
     return frechet_distance_from_moments(mu_r, cov_r, mu_f, cov_f, scale_r, scale_f)

@@ -33,11 +33,7 @@ from lightning_prd.functional.density_coverage import (
     coverage_from_pass,
     density_from_pass,
 )
-from lightning_prd.functional.engine.inputs import (
-    as_features,
-    check_pair,
-)
-from lightning_prd.functional.engine.one_pass import PassResult, RealSide, knn_pass
+from lightning_prd.functional.engine.one_pass import PassResult, RealSide, run_pass
 from lightning_prd.functional.engine.plan import (
     ALPHA_BETA_DEFAULTS,
     CMMD_DEFAULTS,
@@ -52,14 +48,12 @@ from lightning_prd.functional.engine.plan import (
     family_options,
     make_plan,
 )
-from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.frechet import frechet_of
 from lightning_prd.functional.kid import kid_scores, kid_summary
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.pr_cover import cover_from_pass
-from lightning_prd.functional.prd import (
-    prd_curve,
-    prd_f_beta,
-)
+from lightning_prd.functional.prd import prd_curve_of, prd_f_beta
 from lightning_prd.functional.precision_recall import (
     precision_from_pass,
     recall_from_pass,
@@ -88,8 +82,7 @@ __all__ = [
 
 
 def scores_from_plan(
-    real: Tensor,
-    fake: Tensor,
+    sets: FeatureSets,
     plan: Plan,
     *,
     dtype: Optional[torch.dtype] = None,
@@ -98,10 +91,13 @@ def scores_from_plan(
     shard: Optional[Shard] = None,
     vendi_real: Optional[Tensor] = None,
 ) -> Tuple[Dict[str, Tensor], Optional[PassResult]]:
-    """The scores of ``plan`` on validated features, and the k-NN pass (None when no k-NN score is asked).
+    """The scores of ``plan`` on checked sets, and the k-NN pass (None when no k-NN score is asked).
+
+    Nothing below validates the sets again: the pass, PRD, Fréchet, KID, Vendi and TopP&R take them as they are.
 
     ``vendi_real``: the real set's Vendi score with ``plan.vendi``'s options, when already known.
     """
+    real, fake = sets.real, sets.fake
     check_sizes(plan, real, fake)
     k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
     member = [k for k in (k_pr, k_dc) if k is not None]
@@ -111,9 +107,8 @@ def scores_from_plan(
     joined = prob is not None or cover_kc is not None or plan.cmmd is not None
     if member or plan.realism or plan.authenticity or joined:
         dist_g = fake_centre_distance(fake) if ab is not None else None
-        res = knn_pass(
-            real,
-            fake,
+        res = run_pass(
+            sets,
             member_ks=member,
             recall_ks=[k_pr] if k_pr is not None else [],
             realism_k=(k_pr or 3) if plan.realism else None,
@@ -145,7 +140,7 @@ def scores_from_plan(
         if plan.realism and res.cross.realism is not None:  # realism_k was asked for
             out["realism"] = res.cross.realism.to(res.dtype)
         if ab is not None and dist_g is not None:
-            out.update(alpha_beta_from_pass(res, fake, dist_g, num_alphas=ab["num_alphas"], k=ab["k"]))
+            out.update(alpha_beta_from_pass(res, num_alphas=ab["num_alphas"], k=ab["k"]))
         elif plan.authenticity:
             out["authenticity"] = _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
         if plan.per_sample and k_pr is not None and k_dc is not None:  # make_plan requires both
@@ -153,8 +148,7 @@ def scores_from_plan(
             out["covered"] = res.cross.real_ball_hit[k_dc]
         if plan.error_bars is not None and k_pr is not None and k_dc is not None:  # make_plan requires both
             spread = split_spread(
-                real,
-                fake,
+                sets,
                 num_splits=plan.error_bars,
                 names=("error_bars", plan.names.get("k_pr", "k_pr")),
                 k_precision_recall=k_pr,
@@ -169,19 +163,19 @@ def scores_from_plan(
     if plan.prd is not None:
         opts = dict(plan.prd)
         beta = opts.pop("beta")
-        precision, recall = prd_curve(real, fake, **opts)
+        precision, recall = prd_curve_of(sets, **opts)
         out["f_beta"], out["f_inv_beta"] = prd_f_beta(precision, recall, beta=beta)
         out["prd_precision"], out["prd_recall"] = precision, recall
     if plan.frechet:
-        out["frechet_distance"] = frechet_distance(real, fake)
+        out["frechet_distance"] = frechet_of(sets)
     if plan.kid is not None:
-        values = kid_scores(real, fake, **plan.kid, shard=shard)
+        values = kid_scores(sets, **plan.kid, shard=shard)
         out["kid"], out["kid_std"] = kid_summary(values)
     if plan.vendi is not None:
         out["vendi"] = vendi_of(fake, name="fake", **plan.vendi)
         out["vendi_real"] = vendi_of(real, name="real", **plan.vendi) if vendi_real is None else vendi_real
     if plan.top_pr is not None:
-        out.update(top_pr_scores(real, fake, plan.top_pr, block_bytes=block_bytes, shard=shard))
+        out.update(top_pr_scores(sets, plan.top_pr, block_bytes=block_bytes, shard=shard))
     return out, res
 
 
@@ -334,6 +328,4 @@ def generative_metrics(
         pr_cover=pr_cover,
         cmmd=cmmd,
     )
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    check_pair(real, fake)
-    return scores_from_plan(real, fake, plan, dtype=dtype, block_bytes=block_bytes)[0]
+    return scores_from_plan(FeatureSets.check(real, fake), plan, dtype=dtype, block_bytes=block_bytes)[0]

@@ -20,15 +20,8 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.engine.inputs import (
-    as_features,
-    check_int,
-    check_pair,
-    check_positive_int,
-    check_real,
-    check_seed,
-    value_range,
-)
+from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import row_chunks, unit_scale
 from lightning_prd.functional.knn.shard import Shard
 
@@ -153,14 +146,14 @@ def mmd_rounding(real_norms: Tensor, fake_norms: Tensor, *, degree: int, gamma: 
 RESOLUTION = 1.0
 
 
-def check_resolution(values: Tensor, rounding: Tensor, real: Tensor, fake: Tensor) -> None:
+def check_resolution(values: Tensor, rounding: Tensor, sets: FeatureSets) -> None:
     """Raise ``ValueError`` when the subsets' MMD² values are not clearly above their rounding
     bounds (:func:`mmd_rounding`; features with a large common offset or scale, whose kernel
     values dwarf the differences the MMD is made of): mean ``|value|`` below
     :data:`RESOLUTION` times the mean bound. Unless every row of both sets is the same: then
     every kernel value is equal and the values are exactly 0 (tested only in that case)."""
     size, bound = float(values.abs().mean()), float(rounding.mean())
-    if size < RESOLUTION * bound and value_range(real, fake) != 0:
+    if size < RESOLUTION * bound and sets.spread != 0:
         raise ValueError(
             f"Expected features whose KID float64 can resolve, but the subsets' MMD² values (mean |value| "
             f"{size:.3g}) are within {RESOLUTION:g}x of their rounding bound (mean {bound:.3g}): the polynomial "
@@ -178,8 +171,7 @@ def kid_summary(values: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def kid_scores(
-    real: Tensor,
-    fake: Tensor,
+    sets: FeatureSets,
     *,
     subsets: int,
     subset_size: int,
@@ -189,12 +181,13 @@ def kid_scores(
     seed: int,
     shard: Optional[Shard] = None,
 ) -> Tensor:
-    """The ``[subsets]`` float64 MMD² values of the subsets on validated features (sizes checked).
+    """The ``[subsets]`` float64 MMD² values of the subsets on checked sets (sizes checked).
 
     With ``shard`` (every rank holding all features, after a metric's sync), rank ``r`` of ``W``
     computes the subsets ``s`` with ``s % W == r`` and the values are summed across the ranks
     (each value is one rank's, the others add 0): every rank gets the single-process values.
     """
+    real, fake = sets.real, sets.fake
     check_kid_sizes(real.shape[0], fake.shape[0], subset_size)
     kernel_gamma = 1.0 / real.shape[1] if gamma is None else gamma  # (poly_mmd2's default)
     real_norms, fake_norms = _row_norms(real), _row_norms(fake)
@@ -209,7 +202,7 @@ def kid_scores(
                 real_norms[ri], fake_norms[fi], degree=degree, gamma=kernel_gamma, coef=coef, dim=real.shape[1]
             )
     out = out if shard is None else shard.sum(out)
-    check_resolution(out[0], out[1], real, fake)
+    check_resolution(out[0], out[1], sets)
     return out[0]
 
 
@@ -270,9 +263,13 @@ def kernel_inception_distance(
         ([0.07, 0.05], [6.78, 0.56])
     """
     subsets, subset_size, degree, gamma, coef, seed = check_kid_options(subsets, subset_size, degree, gamma, coef, seed)
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    check_pair(real, fake)
     values = kid_scores(
-        real, fake, subsets=subsets, subset_size=subset_size, degree=degree, gamma=gamma, coef=coef, seed=seed
+        FeatureSets.check(real, fake),
+        subsets=subsets,
+        subset_size=subset_size,
+        degree=degree,
+        gamma=gamma,
+        coef=coef,
+        seed=seed,
     )
     return kid_summary(values)

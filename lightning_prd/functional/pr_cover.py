@@ -21,8 +21,9 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.inputs import as_features, check_min_samples, check_pair, check_positive_int
-from lightning_prd.functional.engine.one_pass import PassResult, knn_pass, requested
+from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int
+from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 
 #: ``C_0`` of the default ``k' = C k >= ln N + C_0``
 COVER_C0 = 6.0
@@ -100,9 +101,9 @@ def precision_recall_cover(
         >>> round(float(pc), 4), round(float(rc), 4)
         (0.4, 0.6)
     """
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    check_pair(real, fake)
+    sets = FeatureSets.check(real, fake)
+    real, fake = sets.real, sets.fake
     k, C = cover_k(k, C, real.shape[0])
     check_cover_sizes(real, fake, k, C)
-    res = knn_pass(real, fake, cover=(k, C * k), dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(sets, cover=(k, C * k), dtype=dtype, block_bytes=block_bytes)
     return cover_from_pass(res, k, C)

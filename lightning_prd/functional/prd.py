@@ -18,15 +18,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine import kmeans
-from lightning_prd.functional.engine.inputs import (
-    as_features,
-    check_int,
-    check_pair,
-    check_positive_int,
-    check_real,
-    check_seed,
-    compute_dtype,
-)
+from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.sets import FeatureSets
 
 _SUM_TOL = 1e-5  # how far from 1 a histogram's sum may be (rounding of float32 inputs)
 _CHUNK = 2**22  # elements of one [angles, bins] block in prd_from_histograms
@@ -261,18 +254,38 @@ def prd_curve(
         >>> round(float(f_8), 3), round(float(f_inv_8), 3)
         (0.504, 0.985)
     """
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    check_pair(real, fake)
+    return prd_curve_of(
+        FeatureSets.check(real, fake),
+        num_clusters=num_clusters,
+        num_angles=num_angles,
+        num_runs=num_runs,
+        seed=seed,
+        enforce_balance=enforce_balance,
+    )
+
+
+def prd_curve_of(
+    sets: FeatureSets,
+    *,
+    num_clusters: int = 20,
+    num_angles: int = 1001,
+    num_runs: int = 10,
+    seed: int = 0,
+    enforce_balance: Union[bool, str] = True,
+) -> Tuple[Tensor, Tensor]:
+    """The PRD curve of checked sets (see :func:`prd_curve`). The dtype of the clustering is the tile
+    dtype of the two sets as given (float64 when their range leaves float32's), also when the
+    larger set is subsampled."""
     num_clusters, num_angles, num_runs, seed, enforce_balance = check_prd_options(
         num_clusters, num_angles, num_runs, seed, enforce_balance
     )
-    real, fake = _balance(real, fake, enforce_balance, seed)
+    dtype = sets.compute_dtype(None)  # float64 for features outside float32's range
+    real, fake = _balance(sets.real, sets.fake, enforce_balance, seed)
     n_real, total = real.shape[0], real.shape[0] + fake.shape[0]
     if num_clusters > total:
         raise ValueError(
             f"Expected argument `num_clusters` to be at most the number of samples ({total}), but got {num_clusters}"
         )
-    dtype = compute_dtype(real, fake, None)  # float64 for features outside float32's range
     data = kmeans.prepare(torch.cat([real.to(dtype), fake.to(dtype)]), inplace=True)
     labels = kmeans.fit(data, num_clusters, seed=seed, num_runs=num_runs).labels  # [num_runs, N + M]
     precision = torch.zeros(num_angles, dtype=torch.float64, device=real.device)

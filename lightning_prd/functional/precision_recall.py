@@ -15,7 +15,8 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_positive_int
-from lightning_prd.functional.engine.one_pass import PassResult, knn_pass, requested
+from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 
 
 def precision_from_pass(res: PassResult, k: int) -> Tensor:
@@ -76,7 +77,8 @@ def precision_recall(
         (1.0, 1.0)
     """
     k = check_positive_int(k, "k")
-    res = knn_pass(real, fake, member_ks=[k], recall_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
+    sets = FeatureSets.check(real, fake)
+    res = run_pass(sets, member_ks=[k], recall_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
     return precision_from_pass(res, k), recall_from_pass(res, k)
 
 
@@ -123,5 +125,5 @@ def realism_score(
         tensor([2.0000, 0.2500])
     """
     k = check_positive_int(k, "k")
-    res = knn_pass(real, fake, realism_k=k, dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(FeatureSets.check(real, fake), realism_k=k, dtype=dtype, block_bytes=block_bytes)
     return requested(res.cross.realism, "realism").to(res.dtype)

@@ -19,7 +19,8 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int, check_real
-from lightning_prd.functional.engine.one_pass import PassResult, knn_pass, requested
+from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 
 #: what each product runs over: every reference sample (the paper) or the k nearest (the authors' script)
 TERMS = ("all", "nearest")
@@ -100,5 +101,6 @@ def probabilistic_precision_recall(
     if real_t.ndim == 2 and fake_t.ndim == 2:
         check_min_samples(real_t, k, "real")
         check_min_samples(fake_t, k, "fake")
-    res = knn_pass(real, fake, soft=(k, a, terms == "nearest"), dtype=dtype, block_bytes=block_bytes)
+    sets = FeatureSets.check(real, fake)
+    res = run_pass(sets, soft=(k, a, terms == "nearest"), dtype=dtype, block_bytes=block_bytes)
     return probabilistic_from_pass(res)

@@ -14,14 +14,13 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import (
-    as_features,
     check_block_bytes,
     check_float64_range,
-    check_pair,
     check_positive_int,
     check_real,
     check_seed,
 )
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.kde import cosine_kernel_sums, kth_distance
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
@@ -219,21 +218,21 @@ def top_precision_recall(
         >>> [round(float(collapsed[n]), 2) for n in ("top_precision", "top_recall")]
         [1.0, 0.0]
     """
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    check_pair(real, fake)
+    sets = FeatureSets.check(real, fake)
     opts = check_top_pr_options(
         alpha=alpha, num_bootstrap=num_bootstrap, projection_dim=projection_dim, k=k, bandwidth=bandwidth, seed=seed
     )
-    return top_pr_scores(real, fake, opts, block_bytes=check_block_bytes(block_bytes))
+    return top_pr_scores(sets, opts, block_bytes=check_block_bytes(block_bytes))
 
 
 def top_pr_scores(
-    real: Tensor, fake: Tensor, options: Dict[str, Any], *, block_bytes: int, shard: Optional[Shard] = None
+    sets: FeatureSets, options: Dict[str, Any], *, block_bytes: int, shard: Optional[Shard] = None
 ) -> Dict[str, Tensor]:
-    """:func:`top_precision_recall` on validated features and validated ``options`` (the dict of
+    """:func:`top_precision_recall` on checked sets and validated ``options`` (the dict of
     :func:`check_top_pr_options`); with ``shard`` the tile rows are split across the ranks (every
     rank holding all features, after a metric's sync) and every rank gets the single-process
     result (:mod:`.knn.kde`)."""
+    real, fake = sets.real, sets.fake
     alpha, num_bootstrap, projection_dim = options["alpha"], options["num_bootstrap"], options["projection_dim"]
     k, bandwidth, seed = options["k"], options["bandwidth"], options["seed"]
     dim = real.shape[1]

@@ -20,8 +20,9 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
-from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_seed
-from lightning_prd.functional.engine.one_pass import knn_pass
+from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
+from lightning_prd.functional.engine.one_pass import run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 
 
@@ -55,13 +56,10 @@ def score_spread(
     """
     k_pr = check_positive_int(k_precision_recall, "k_precision_recall")
     k_dc = check_positive_int(k_density_coverage, "k_density_coverage")
-    real, fake = as_features(real, "real"), as_features(fake, "fake")
-    full = knn_pass(
-        real, fake, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes, ball=ball
-    )
+    sets = FeatureSets.check(real, fake)
+    full = run_pass(sets, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes, ball=ball)
     spread = split_spread(
-        real,
-        fake,
+        sets,
         num_splits=num_splits,
         k_precision_recall=k_pr,
         k_density_coverage=k_dc,
@@ -85,8 +83,7 @@ def _scores(res: Any, k_pr: int, k_dc: int) -> Dict[str, Tensor]:
 
 
 def split_spread(
-    real: Tensor,
-    fake: Tensor,
+    sets: FeatureSets,
     *,
     num_splits: int,
     k_precision_recall: int,
@@ -100,12 +97,13 @@ def split_spread(
     names: Tuple[str, str] = ("num_splits", "k_precision_recall"),
 ) -> Dict[str, Dict[str, Tensor]]:
     """Mean and standard deviation of the four scores over ``num_splits`` disjoint random parts of
-    ``fake`` (validated features), each scored against all of ``real`` (``real_cache`` reused).
+    the checked ``sets.fake``, each scored against all of ``sets.real`` (``real_cache`` reused).
     ``names``: how the caller calls ``num_splits`` and ``k_precision_recall``, for error messages."""
     num_splits = check_positive_int(num_splits, "num_splits")
     seed = check_seed(seed)
     if num_splits < 2:
         raise ValueError(f"Expected argument `num_splits` to be at least 2 for a spread, but got {num_splits}")
+    fake = sets.fake
     size = fake.shape[0] // num_splits
     if size < k_precision_recall + 1:
         raise ValueError(
@@ -115,9 +113,8 @@ def split_spread(
     perm = torch.randperm(fake.shape[0], generator=torch.Generator().manual_seed(int(seed))).to(fake.device)
     parts = []
     for s in range(num_splits):
-        res = knn_pass(
-            real,
-            fake[perm[s * size : (s + 1) * size]],
+        res = run_pass(
+            sets.with_fake(fake[perm[s * size : (s + 1) * size]]),
             member_ks=[k_precision_recall, k_density_coverage],
             recall_ks=[k_precision_recall],
             dtype=dtype,

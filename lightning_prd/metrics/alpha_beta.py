@@ -6,9 +6,10 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
-from lightning_prd.functional.alpha_beta import _alpha_beta_from_features, check_num_alphas
+from lightning_prd.functional.alpha_beta import alpha_beta_from_sets, check_num_alphas
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int, same_features
 from lightning_prd.functional.engine.oneclass import check_embedding, embed_features, embedding_center, train_oneclass
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.metrics.base import FeatureMetric
 
 _CURVE_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
@@ -73,22 +74,22 @@ class AlphaPrecisionBetaRecall(FeatureMetric):
         self._oneclass_cache = (real, model)
         return model
 
-    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
-        check_min_samples(real, self.k, "real")
-        fn = self._embedding_for(real)
+    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+        check_min_samples(sets.real, self.k, "real")
+        fn = self._embedding_for(sets.real)
         centre = None
         if fn is not None:
-            real, fake = embed_features(fn, real, "real"), embed_features(fn, fake, "fake")
-            centre = embedding_center(fn, real)
-        out, res = _alpha_beta_from_features(
-            real,
-            fake,
+            real_e, fake_e = embed_features(fn, sets.real, "real"), embed_features(fn, sets.fake, "fake")
+            centre = embedding_center(fn, real_e)
+            sets = FeatureSets(real_e, fake_e)  # the embedding's outputs, each checked by embed_features
+        out, res = alpha_beta_from_sets(
+            sets,
             num_alphas=self.num_alphas,
             k=self.k,
             real_center=centre,
             dtype=self.knn_dtype,
             block_bytes=self.block_bytes,
-            real_cache=self.real_side(real),
+            real_cache=self.real_side(sets.real),
             shard=self.knn_shard(),
         )
         self._real_cache = res.real

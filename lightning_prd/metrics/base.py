@@ -13,6 +13,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
 
@@ -164,10 +165,11 @@ class FeatureMetric(Metric):
         return current_shard(self.process_group)
 
     def compute(self) -> Dict[str, Tensor]:
-        real, fake = self._features("real"), self._features("fake")
-        return self._compute(real, fake)
+        """Every score of the accumulated sets. Each batch was checked by :meth:`update` (and each rank's
+        by its own ``update`` before a sync), so the sets go to the functional core as they are."""
+        return self._compute(FeatureSets(self._features("real"), self._features("fake")))
 
-    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
         raise NotImplementedError
 
     def reset(self) -> None:

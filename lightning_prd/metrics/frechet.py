@@ -6,7 +6,8 @@ from typing import Dict
 
 from torch import Tensor
 
-from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.frechet import frechet_of
 from lightning_prd.metrics.base import FeatureMetric
 
 
@@ -31,5 +32,5 @@ class FrechetDistance(FeatureMetric):
     higher_is_better = False
     plot_lower_bound = 0.0
 
-    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
-        return {"frechet_distance": frechet_distance(real, fake)}
+    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+        return {"frechet_distance": frechet_of(sets)}

@@ -9,8 +9,9 @@ from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
 from lightning_prd.functional.engine.inputs import same_features
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
-from lightning_prd.functional.vendi import vendi_score
+from lightning_prd.functional.vendi import vendi_of
 from lightning_prd.metrics.base import FeatureMetric
 
 
@@ -145,11 +146,11 @@ class GenerativeMetrics(FeatureMetric):
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False
 
-    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+        real = sets.real
         out, res = scores_from_plan(
-            real,
-            fake,
-            self._fitted_plan(real.shape[0], fake.shape[0]),
+            sets,
+            self._fitted_plan(sets.num_real, sets.num_fake),
             dtype=self.knn_dtype,
             block_bytes=self.block_bytes,
             real_cache=self.real_side(real),
@@ -187,7 +188,7 @@ class GenerativeMetrics(FeatureMetric):
         cached = self._vendi_real
         if cached is not None and same_features(cached[0], real):
             return cached[1]
-        value = vendi_score(real, **self.plan.vendi)
+        value = vendi_of(real, name="real", **self.plan.vendi)
         self._vendi_real = (real, value)
         return value
 

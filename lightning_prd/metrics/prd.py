@@ -6,7 +6,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
-from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve, prd_f_beta
+from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.prd import check_beta, check_prd_options, prd_curve_of, prd_f_beta
 from lightning_prd.metrics.base import FeatureMetric
 
 
@@ -63,10 +64,9 @@ class PRDCurve(FeatureMetric):
         self.seed, self.beta, self.enforce_balance = seed, beta, enforce_balance
         super().__init__(**kwargs)
 
-    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
-        precision, recall = prd_curve(
-            real,
-            fake,
+    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+        precision, recall = prd_curve_of(
+            sets,
             num_clusters=self.num_clusters,
             num_angles=self.num_angles,
             num_runs=self.num_runs,

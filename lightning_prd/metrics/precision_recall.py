@@ -7,7 +7,8 @@ from typing import Any, Dict
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import check_ball, check_positive_int
-from lightning_prd.functional.engine.one_pass import knn_pass
+from lightning_prd.functional.engine.one_pass import run_pass
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 from lightning_prd.metrics.base import FeatureMetric
 
@@ -37,15 +38,14 @@ class PrecisionRecall(FeatureMetric):
         self.ball = check_ball(ball)
         super().__init__(**kwargs)
 
-    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
-        res = knn_pass(
-            real,
-            fake,
+    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+        res = run_pass(
+            sets,
             member_ks=[self.k],
             recall_ks=[self.k],
             dtype=self.knn_dtype,
             block_bytes=self.block_bytes,
-            real_cache=self.real_side(real),
+            real_cache=self.real_side(sets.real),
             shard=self.knn_shard(),
             ball=self.ball,
         )

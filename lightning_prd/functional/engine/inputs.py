@@ -211,11 +211,23 @@ def check_min_samples(x: Tensor, k: int, name: str, k_name: str = "k") -> None:
         )
 
 
+def column_bounds(x: Tensor) -> Tuple[Tensor, Tensor]:
+    """The column-wise minimum and maximum of an ``[n, D]`` set, in float64: the one pass over a set's
+    values that the range checks need (:class:`~lightning_prd.functional.engine.sets.FeatureSets`
+    keeps it per set)."""
+    return x.amin(0).to(torch.float64), x.amax(0).to(torch.float64)
+
+
+def span(*bounds: Tuple[Tensor, Tensor]) -> float:
+    """``R = max_j (max x_j - min x_j)`` over sets given by their :func:`column_bounds`."""
+    lo = torch.stack([b[0] for b in bounds]).amin(0)
+    hi = torch.stack([b[1] for b in bounds]).amax(0)
+    return float((hi - lo).max())
+
+
 def value_range(*sets: Tensor) -> float:
     """``R = max_j (max x_j - min x_j)``: the largest column range over all the ``[n, D]`` sets, in float64."""
-    lo = torch.stack([x.amin(0) for x in sets]).amin(0).to(torch.float64)
-    hi = torch.stack([x.amax(0) for x in sets]).amax(0).to(torch.float64)
-    return float((hi - lo).max())
+    return span(*(column_bounds(x) for x in sets))
 
 
 def range_limits(dim: int, dtype: torch.dtype) -> Tuple[float, float]:
@@ -285,12 +297,15 @@ def check_float64_range(real: Tensor, fake: Tensor, *, scores: str = "the k-NN s
         raise _float64_range_error(real, fake, scores)
 
 
-def compute_dtype(real: Tensor, fake: Tensor, dtype: Optional[torch.dtype]) -> torch.dtype:
+def compute_dtype(
+    real: Tensor, fake: Tensor, dtype: Optional[torch.dtype], *, spread: Optional[float] = None
+) -> torch.dtype:
     """The dtype of the distance tiles: float64 when asked for, when either input is float64,
     or when the features' range would leave float32's (:func:`fits_range`: squared distances
     past float32's maximum, or so small that underflow swamps them; float32 is then widened to
     float64, even when asked for); else float32. float64 features whose range would leave even
-    float64's raise ``ValueError`` (:func:`check_float64_range`)."""
+    float64's raise ``ValueError`` (:func:`check_float64_range`). ``spread``: the two sets' range
+    :func:`value_range` when already known (no pass over the data then)."""
     if dtype is not None and dtype not in (torch.float32, torch.float64):
         raise ValueError(f"Expected argument `dtype` to be torch.float32 or torch.float64, but got {dtype}")
     wide = torch.float64 in (real.dtype, fake.dtype)
@@ -298,7 +313,7 @@ def compute_dtype(real: Tensor, fake: Tensor, dtype: Optional[torch.dtype]) -> t
         dtype = torch.float64 if wide else torch.float32
     if dtype == torch.float64 and not wide:  # float32 values always fit float64's range
         return dtype
-    r, dim = value_range(real, fake), real.shape[1]
+    r, dim = (value_range(real, fake) if spread is None else spread), real.shape[1]
     if dtype == torch.float32 and _inside(r, dim, torch.float32):
         return dtype
     if wide and not _inside(r, dim, torch.float64):

@@ -1,9 +1,9 @@
 """Plans one shared k-NN evaluation from what the metrics ask for, and caches the real side.
 
-:func:`knn_pass` validates the inputs, finds the radii each requested score needs, runs the
-three tile passes of :mod:`.knn` once, and returns the raw per-sample results (and, when asked,
-the Gaussian kernel sums of the three tile families, :class:`KernelSums`). The public
-functions and the Metric classes turn those into scores.
+:func:`run_pass` takes checked sets (:class:`FeatureSets`; :func:`knn_pass` checks raw inputs first),
+finds the radii each requested score needs, runs the three tile passes of :mod:`.knn` once, and
+returns the raw per-sample results (and, when asked, the Gaussian kernel sums of the three tile
+families, :class:`KernelSums`). The public functions and the Metric classes turn those into scores.
 """
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.inputs import (
-    as_features,
-    check_ball,
-    check_block_bytes,
-    check_min_samples,
-    check_pair,
-    compute_dtype,
-    same_features,
-)
+from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_min_samples, same_features
+from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import mean64
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
@@ -126,6 +119,9 @@ class PassResult:
     num_real: int
     num_fake: int
     kernel: Optional[KernelSums] = None
+    #: the checked sets the pass ran on, and its ``fake_values`` (float64) when given
+    sets: Optional[FeatureSets] = None
+    fake_values: Optional[Tensor] = None
 
 
 def requested(value: Optional[Tensor], name: str) -> Tensor:
@@ -135,10 +131,21 @@ def requested(value: Optional[Tensor], name: str) -> Tensor:
     return value
 
 
+def knn_pass(real: Any, fake: Any, **options: Any) -> PassResult:
+    """Check ``real`` and ``fake`` (:meth:`FeatureSets.check`) and run :func:`run_pass` on them with ``options``.
+
+    Example:
+        >>> import torch
+        >>> res = knn_pass(torch.arange(4.0)[:, None], torch.tensor([[0.2], [7.0]]), member_ks=[1])
+        >>> res.real.sq_radii[1].tolist(), res.cross.fake_in_real[1].tolist()
+        ([1.0, 1.0, 1.0, 1.0], [True, False])
+    """
+    return run_pass(FeatureSets.check(real, fake), **options)
+
+
 @knn.ieee_float32()  # the tiles' rounding bounds assume IEEE float32 products
-def knn_pass(
-    real: Any,
-    fake: Any,
+def run_pass(
+    sets: FeatureSets,
     *,
     member_ks: Sequence[int] = (),
     recall_ks: Sequence[int] = (),
@@ -156,10 +163,10 @@ def knn_pass(
     ball: str = "closed",
     kernel_gamma: Optional[float] = None,
 ) -> PassResult:
-    """Run the k-NN passes that the requested reductions need, once.
+    """Run the k-NN passes that the requested reductions need, once, on checked sets (no validation here).
 
     Args:
-        real, fake: ``[N, D]`` and ``[M, D]`` features.
+        sets: the ``[N, D]`` real and ``[M, D]`` generated features, checked.
         member_ks: k of the real balls for precision / density / coverage.
         recall_ks: k of the generated balls for recall.
         realism_k: k of the (median-pruned) real balls for the realism score.
@@ -185,12 +192,10 @@ def knn_pass(
             the three tile families (:class:`KernelSums`; the passes then run float tiles,
             never the bfloat16 screen, whose values are intervals).
     """
-    real = as_features(real, "real")
-    fake = as_features(fake, "fake")
-    check_pair(real, fake)
+    real, fake = sets.real, sets.fake
     block_bytes = check_block_bytes(block_bytes)
     ball = check_ball(ball)
-    cdt = compute_dtype(real, fake, dtype)
+    cdt = sets.compute_dtype(dtype)
     if kernel_gamma is not None and kernel_gamma > torch.finfo(cdt).max:  # sigma below ~4e-20: float64 tiles
         cdt = torch.float64
     soft_ks = {soft[0]} if soft is not None else set()
@@ -258,4 +263,4 @@ def knn_pass(
     sums = None
     if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:
         sums = KernelSums(kernel_gamma, side.kernel_sums[kernel_gamma], fake_kernel.total, cross_kernel.total)
-    return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0], sums)
+    return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0], sums, sets, fake_values)
