@@ -82,6 +82,46 @@ def _cycle(graph: Dict[str, Set[str]]) -> List[str]:
     return []
 
 
+#: which part of the package may import which (docs/architecture.md draws the same table); a part always
+#: imports itself. ``root`` is ``lightning_prd/__init__.py``.
+ALLOWED: Dict[str, Set[str]] = {
+    "functional.knn": set(),
+    "functional.engine": {"functional.knn", "functional"},  # the plan reads the families' option checks
+    "functional": {"functional.engine", "functional.knn"},
+    "metrics": {"functional", "functional.engine", "functional.knn"},
+    "features": {"functional.engine"},
+    "samplers": {"functional.engine"},
+    "runs": set(),
+    "loggers": {"runs"},
+    "callback": {"features", "functional.engine", "loggers", "metrics", "runs", "samplers"},
+    "cli": {"root", "features", "functional.engine", "functional.knn", "runs"},
+    "sweep": {"features", "functional.engine", "metrics"},
+    "root": {"callback", "metrics"},
+    "lightning": {"callback"},
+    "plotting": {"runs"},
+    "scores": {"runs"},
+}
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    if parts[1] == "functional" and len(parts) > 2 and parts[2] in ("knn", "engine"):
+        return f"functional.{parts[2]}"
+    return parts[1]
+
+
+def test_each_part_imports_only_what_it_may():
+    graph = _edges(_modules())
+    parts = {_part(m) for m in graph}
+    assert parts == set(ALLOWED), sorted(parts ^ set(ALLOWED))  # a new part needs its row in the table
+    wrong = sorted(
+        f"{a} -> {b}" for a, targets in graph.items() for b in targets if _part(b) not in ALLOWED[_part(a)] | {_part(a)}
+    )
+    assert not wrong, wrong
+
+
 def test_cycle_finder_finds_a_circle():
     # the checker itself: a planted circle is found, a chain is not
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

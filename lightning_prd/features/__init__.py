@@ -11,6 +11,8 @@
 * :func:`preprocess_images` — the explicit image preprocessing the image extractors share.
 * :class:`RealFeatureCache` — real features kept on disk across runs (``PRDCallback(cache_dir=...)``).
 
+Imports: ``functional.engine`` (input checks) only; torchvision and open_clip when an extractor needs them.
+
 Example:
     >>> import torch
     >>> from lightning_prd.features import extract_features, get_extractor

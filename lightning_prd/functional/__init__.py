@@ -1,6 +1,11 @@
 """Pure functions on feature tensors: ``real`` is ``[N, D]``, ``fake`` is ``[M, D]``.
 
 All maths of the package lives here; the Metric classes and the callback only call it.
+
+One public module per metric family sits here (``precision_recall``, ``kid``, ...); the machinery they
+share is below: :mod:`~lightning_prd.functional.knn` (the only place that forms distances) and
+:mod:`~lightning_prd.functional.engine` (checked inputs, the one pass, the plan, statistics). Imports:
+nothing of the package outside ``functional/``.
 """
 
 from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precision_beta_recall, authenticity

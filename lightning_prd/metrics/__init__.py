@@ -1,4 +1,9 @@
-"""torchmetrics ``Metric`` classes: thin wrappers that accumulate features and call ``functional``."""
+"""torchmetrics ``Metric`` classes: thin wrappers that accumulate features and call ``functional``.
+
+Each class keeps its states and wires ``compute()`` to the functional core in a few lines
+(:mod:`~lightning_prd.metrics.base` holds the shared accumulation, validation of each batch and the
+DDP gather of :mod:`~lightning_prd.metrics.gather`). Imports: ``functional`` only.
+"""
 
 from lightning_prd.metrics.alpha_beta import AlphaPrecisionBetaRecall
 from lightning_prd.metrics.density_coverage import DensityCoverage

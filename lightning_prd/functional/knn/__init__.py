@@ -57,6 +57,8 @@ Conventions (``DESIGN.md``): ``NND_k(x)`` excludes ``x`` itself but counts exact
 balls are closed (``d <= r``), or open (``d < r``, as ``prdc``) for the membership of
 precision, recall, density and coverage when the cross pass is asked for ``strict``.
 
+Imports: nothing of the package outside ``functional/knn/``.
+
 Example:
     >>> import torch
     >>> x = torch.tensor([[0.0], [1.0], [3.0]])
