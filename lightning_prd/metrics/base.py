@@ -29,7 +29,9 @@ class FeatureMetric(Metric):
     Args:
         feature_extractor: module or callable applied to ``update``'s input (identity if None).
         reset_real_features: if False, ``reset()`` keeps the real features *and* the real-side
-            k-NN radii, so the next evaluation only pays for the generated side.
+            k-NN radii, so the next evaluation only pays for the generated side. Set it here: in a
+            ``MetricCollection`` it decides which members may share a compute group (members that
+            keep their real set and members that reset it never do).
         block_bytes: memory budget of one distance tile (and of each set's centred working
             copy, made when the set fits it: peak extra memory is at most about 3x this).
         dtype: GEMM dtype for k-NN distances (None: float32, or float64 for float64 features).
@@ -83,6 +85,11 @@ class FeatureMetric(Metric):
         self._real_cache: Optional[RealSide] = None
         self.add_state("real_features", [], dist_reduce_fx="cat")
         self.add_state("fake_features", [], dist_reduce_fx="cat")
+        if not reset_real_features:
+            # An always-empty marker state. A MetricCollection puts metrics with the same state names in one
+            # compute group, whose members then share the leader's states and its reset: the marker keeps a
+            # metric that keeps its real set apart from members that reset theirs (empty, it costs no sync).
+            self.add_state("keeps_real_features", [], dist_reduce_fx=None)
 
     def update(self, features: Any, real: bool) -> None:
         """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set.

@@ -203,7 +203,8 @@ def cross_pass(
         soft,
     )
     balls = DeferredDecisions(**vars(asked)) if no_sync else ListedDecisions(**vars(asked), switch=switch)
-    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch):
+    # kernel sums need the single-process tiles on every rank (their float32 sums depend on the shapes)
+    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch, balance=kernel is None):
         rs, cs = slice(i0, i0 + sq.shape[0]), slice(j0, j0 + sq.shape[1])
         sq = balls.update(rs, cs, sq, i0, j0)  # (a screened tile may come back from the float rows)
         if near_fake is not None:

@@ -1,6 +1,6 @@
 r"""Gaussian kernel sums over the distance tiles: the reduction behind the kernel distances (CMMD).
 
-Stage: beside :mod:`.members` (imports only torch, :mod:`.bounds` and :mod:`.shard`); called by
+Stage: beside :mod:`.members` (imports only torch, ``torch.distributed``, :mod:`.bounds` and :mod:`.shard`); called by
 :mod:`.self_pass` and :mod:`.cross` on each tile once its k-NN reductions are done (the tile is
 overwritten). :class:`KernelSum` accumulates, in float64,
 
@@ -17,7 +17,10 @@ centred by the real mean) with an error ``delta`` of a few float32 units of the 
 ``g`` carries ``gamma |delta|`` of it (its derivative is ``gamma e^{-gamma d^2} <= gamma``).
 ``g`` is computed in place in the tile dtype (``expm1``: relative accuracy at small
 arguments) and summed in blocks of :data:`CHUNK` values before a float64 sum (a float32 sum of
-64 terms, then float64: as accurate as a float64 sum at the cost of a float32 one). An MMD
+64 terms, then float64: as accurate as a float64 sum at the cost of a float32 one). The tiles'
+float64 sums are kept one per tile and added at the end by :func:`math.fsum` (the correctly
+rounded sum, whatever their order), so a pass split across processes, whose tiles have the
+same shapes and each of which one process computes, gives the single-process total bit for bit. An MMD
 combines the three sums with weights of total 4, so its worst-case error is
 ``4 gamma max|delta|``; the per-row part of ``delta`` (the rounding of each squared norm)
 cancels to first order in an MMD (a term ``f(x) + f(y)`` added to every squared distance is a
@@ -38,9 +41,10 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import List, Optional
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from lightning_prd.functional.knn.bounds import block_sums
@@ -64,7 +68,8 @@ def chunked_sum(x: Tensor) -> Tensor:
 
 
 class KernelSum:
-    """Running float64 sum of ``1 - exp(-gamma d^2)`` over the pairs of the tiles it is given.
+    """Float64 sum of ``1 - exp(-gamma d^2)`` over the pairs of the tiles it is given (one float64
+    sum per tile, added correctly rounded: :attr:`total`).
 
     Args:
         gamma: ``1 / (2 sigma^2)`` of the Gaussian kernel ``exp(-gamma d^2)``.
@@ -75,7 +80,19 @@ class KernelSum:
         if not (gamma > 0 and math.isfinite(gamma)):
             raise ValueError(f"Expected argument `gamma` to be a positive finite number, but got {gamma!r}")
         self.gamma = float(gamma)
-        self.total = torch.zeros((), dtype=torch.float64, device=device)
+        self.device = device
+        self._tiles: List[Tensor] = []  # one 0-dim float64 sum per tile given here
+        self._total: Optional[Tensor] = None  # after :meth:`reduce`: the sum over every process's tiles
+
+    @property
+    def total(self) -> Tensor:
+        """The 0-dim float64 sum: of every process's tiles after :meth:`reduce`, else of the tiles given here."""
+        if self._total is not None:
+            return self._total
+        return torch.tensor(math.fsum(self._values()), dtype=torch.float64, device=self.device)
+
+    def _values(self) -> List[float]:
+        return torch.stack(self._tiles).tolist() if self._tiles else []
 
     def _sum(self, sq: Tensor, split: int = 0) -> Tensor:
         """Float64 sums of ``-g = expm1(-gamma d^2)`` over the columns ``[:split]`` and
@@ -93,7 +110,7 @@ class KernelSum:
 
     def add(self, sq: Tensor) -> None:
         """Add every pair of a cross tile of squared distances (overwritten)."""
-        self.total -= self._sum(sq)[1]
+        self._tiles.append(-self._sum(sq)[1])
 
     def add_self(self, sq: Tensor, n_rows: int, diagonal: bool) -> None:
         """Add a self-pass tile (overwritten) so that the total counts every *ordered* pair
@@ -107,9 +124,14 @@ class KernelSum:
         if diagonal:
             sq.diagonal().zero_()  # g(0) = 0: the point with itself adds nothing
         square, rest = self._sum(sq, n_rows if diagonal else 0)
-        self.total -= square + 2 * rest
+        self._tiles.append(-(square + 2 * rest))
 
     def reduce(self, shard: Optional[Shard]) -> None:
-        """Sum the per-process totals of a sharded pass (every rank gets the total)."""
+        """Fix :attr:`total`: with ``shard``, the correctly rounded sum of every rank's tile sums (each
+        tile computed by one rank), so every rank gets the single-process value."""
+        values = self._values()
         if shard is not None:
-            self.total = shard.sum(self.total.clone())
+            every: List[List[float]] = [[] for _ in range(shard.world)]
+            dist.all_gather_object(every, values, group=shard.group)
+            values = [v for part in every for v in part]
+        self._total = torch.tensor(math.fsum(values), dtype=torch.float64, device=self.device)

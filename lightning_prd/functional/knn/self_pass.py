@@ -142,7 +142,8 @@ def self_radii(
     vals = torch.full((n, t), math.inf, dtype=cdt, device=dev)
     idx = torch.zeros((n, t), dtype=torch.long, device=dev)
     side = min_side(points.dim, tiling.gemm_dtype(points), dev, n * n * points.dim)
-    height, width = tiling.self_shape(n, points.centre.element_size(), block_bytes, side, shard.world if shard else 1)
+    parts = shard.world if shard is not None and kernel is None else 1  # kernel sums: single-process tiles
+    height, width = tiling.self_shape(n, points.centre.element_size(), block_bytes, side, parts)
     buf = tiling.buffer(height * width, points)
     offset = pass_offset(points, points)
     number = -1
