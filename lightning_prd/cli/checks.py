@@ -7,7 +7,9 @@
   identity (device and inode, as :func:`os.path.samefile`), so a hard link, a symbolic link or
   another spelling of an input file is refused as the input itself; the images of an input
   folder are inputs too, and a new file with an image extension inside an input folder is
-  refused because it would be read as a sample of that set next time.
+  refused because it would be read as a sample of that set next time. A command may name
+  folders no output goes into at any depth, whatever the file's name (``runs``: the run
+  directories it compares), and files that would be read as input next time.
 """
 
 from __future__ import annotations
@@ -122,14 +124,27 @@ def _input_folder_holding(out: Path, folders: Dict[_Identity, str]) -> Optional[
 
 
 def check_outputs(
-    args: argparse.Namespace, inputs: Sequence[Tuple[str, str]], plot_format: Callable[[Path], str]
+    args: argparse.Namespace,
+    inputs: Sequence[Tuple[str, str]],
+    plot_format: Callable[[Path], str],
+    *,
+    keep_out: Sequence[Tuple[str, str]] = (),
+    would_be_read: Optional[Callable[[Path], Optional[str]]] = None,
 ) -> None:
     """Fail before any work when ``--json`` / ``--plot`` cannot be written or would harm an input.
 
     ``inputs`` are ``(flag, PATH)`` pairs of ``--real`` / ``--fake``; missing output folders are
-    created later, so only their nearest existing parent is checked here.
+    created later, so only their nearest existing parent is checked here. ``keep_out`` are
+    ``(description, FOLDER)`` pairs: no output is written at or below them, new file or old,
+    whatever its name (folders compared by identity, links resolved). ``would_be_read(path)``
+    says why a file written at ``path`` would be read as an input the next time, or None.
     """
     files, folders = _inputs(inputs)
+    kept: Dict[_Identity, str] = {}
+    for description, kept_folder in keep_out:
+        kept_ident = _identity(Path(kept_folder))
+        if kept_ident is not None:
+            kept.setdefault(kept_ident, description)
     outputs: Dict[object, str] = {}
     for flag in ("--json", "--plot"):
         text = getattr(args, flag[2:])
@@ -143,6 +158,12 @@ def check_outputs(
         ident = _identity(out)
         if ident is not None and ident in files:
             raise CLIError(f"{flag} {text}: refusing to overwrite an input file ({files[ident]}, the same file)")
+        inside = _input_folder_holding(out, kept)
+        if inside is not None:
+            raise CLIError(f"{flag} {text}: refusing to write inside {inside} (whatever the file's name)")
+        reason = would_be_read(out) if would_be_read is not None else None
+        if reason is not None:
+            raise CLIError(f"{flag} {text}: refusing to write this file: {reason}")
         if {out.suffix.lower(), Path(os.path.realpath(out)).suffix.lower()} & set(IMAGE_SUFFIXES):
             folder = _input_folder_holding(out, folders)
             if folder is not None:

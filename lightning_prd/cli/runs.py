@@ -13,10 +13,10 @@ Example:
     ...         writer.add_scalar("prd/precision", p, global_step=epoch)
     ...         writer.add_scalar("prd/density", d, global_step=epoch)
     >>> main(["runs", root])  # doctest: +NORMALIZE_WHITESPACE
-                                 precision                density
-    run       source       evals last    best    epoch  last    best    epoch
-    --------  -----------  -----  ------  ------  -----  ------  ------  -----
-    baseline  tensorboard  3      0.5000  0.6000  1      0.9000  0.9000  2
+                                precision            density
+    run      source      evals  last   best   epoch  last   best   epoch
+    -------- ----------- -----  ------ ------ -----  ------ ------ -----
+    baseline tensorboard 3      0.5000 0.6000 1      0.9000 0.9000 2
     <BLANKLINE>
     last: the value at the run's last evaluation; best: the highest value and the epoch of it
     (density: the value closest to 1; frechet_distance: the lowest)
@@ -28,36 +28,64 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
-from typing import Any, List, Sequence
+import textwrap
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
 
 from lightning_prd import __version__
 from lightning_prd.cli.checks import check_outputs, write_output
 from lightning_prd.cli.inputs import CLIError
-from lightning_prd.runs.reader import PANEL_SCORES, Run, RunsError, load_runs, score_order
+from lightning_prd.runs.reader import PANEL_SCORES, Run, RunsError, contains, is_run_file, load_runs, score_order
 from lightning_prd.runs.scores import format_score
 
 EPILOG = """\
 runs:
-  A DIR is a run or a folder searched recursively for runs. A run is a directory with
-  TensorBoard event files (read with TensorBoard's EventAccumulator) or a CSVLogger's
-  metrics.csv; every scalar named PREFIX<score> is a score, taken per epoch (an epoch logged
-  twice keeps its last value). W&B offline runs (wandb/offline-run-*) are not read: wandb's
-  Python API reads runs from a W&B server only; log with a CSVLogger next to the WandbLogger.
+  A DIR is a run or a folder searched recursively for runs, through symbolic links too (a link
+  to a folder already searched, or to a folder it lies in, is not followed again). A run is a
+  directory with TensorBoard event files (read with TensorBoard's EventAccumulator) or a
+  CSVLogger's metrics.csv; every scalar named PREFIX<score> is a score, taken per epoch (an
+  epoch logged twice keeps its last value). W&B offline runs (wandb/offline-run-*) are not
+  read: wandb's Python API reads runs from a W&B server only; log with a CSVLogger next to the
+  WandbLogger.
+
+damaged event files:
+  Every event file is checked whole first (the framing and CRC32C checksums of its records).
+  TensorBoard stops reading a file at a damaged or cut-off record; such a file is read up to
+  the damage and named in a warning on stderr with the byte of the damage and how many of its
+  bytes were read (and in the run's "warnings" in --json); the exit status stays 0. A run with
+  no scores read names the damage as the cause.
 
 table (and --json):
   one row per run: for every score its last value and its best value with the epoch of the
   best. Best is the highest, the lowest for frechet_distance, the closest to 1 for density.
+  The default table shows precision, recall, density and coverage (when the runs logged none
+  of them, their first four scores), and run labels are shortened in the middle (to no fewer
+  than 12 characters) so that it fits in 120 columns; --scores NAME ... picks others, --scores
+  all shows every score; --json holds every score and every run's full label.
   --plot: precision-recall trajectories of all runs in one panel (first epoch: open circle,
-  last: square), and precision, recall, density, coverage over epochs, one line per run.
-  Outputs never overwrite a file of a run. Bad input: exit status 1 and one line on stderr.
+  last: square), and precision, recall, density, coverage over epochs, one line per run;
+  non-finite values (NaN, inf) are gaps in the lines.
+  Outputs are never written inside a run directory being compared (new file or old, whatever
+  its name, links resolved), onto a file read, nor as a file that would be read as a run next
+  time (an event file, metrics.csv or *.wandb below a DIR). Bad input: exit status 1 and one
+  line on stderr.
 
 examples:
   python examples/gan_ring.py --seed 0        # logs to runs/gan_ring/seed0_epochs50
   python examples/gan_ring.py --seed 1        # logs to runs/gan_ring/seed1_epochs50
   lightning-prd runs runs/gan_ring --plot runs.png --json runs.json
   lightning-prd runs runs/gan_ring/seed0_epochs50 lightning_logs/version_3 --scores precision coverage
+  lightning-prd runs runs/gan_ring --scores all
 """
+
+#: the scores of the default table (those the runs logged), in this order
+MAIN_SCORES = PANEL_SCORES
+#: the widest default table, in characters
+TABLE_WIDTH = 120
+#: run labels are shortened to fit the table's width, but never below this many characters
+MIN_LABEL = 12
 
 
 def add_runs_parser(sub: Any, formatter_class: Any) -> argparse.ArgumentParser:
@@ -74,7 +102,12 @@ def add_runs_parser(sub: Any, formatter_class: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="write the table (and every run's scores per epoch) to this JSON file")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG: trajectories and scores over epochs of every run")
     p.add_argument("--prefix", default="prd/", help="the callback's key prefix (default: prd/)")
-    p.add_argument("--scores", nargs="+", metavar="NAME", help="only these scores in the table (default: every one)")
+    p.add_argument(
+        "--scores",
+        nargs="+",
+        metavar="NAME",
+        help="the scores in the table, or all (default: precision recall density coverage); --json holds every score",
+    )
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
     p.set_defaults(handler=run_command)
     return p
@@ -84,15 +117,20 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else format_score(float(value))
 
 
-def format_table(runs: Sequence[Run], names: Sequence[str]) -> str:
-    """The table: run, source, number of evaluations, then ``last``, ``best``, ``epoch`` per score."""
+def format_table(runs: Sequence[Run], names: Sequence[str], width: int = TABLE_WIDTH) -> str:
+    """The table: run, source, number of evaluations, then ``last``, ``best``, ``epoch`` per score.
+
+    Columns of a group (the run's, a score's) are one space apart, groups two. Run labels are
+    shortened in the middle when the table would be wider than ``width`` (:func:`shorten_labels`),
+    to no fewer than :data:`MIN_LABEL` characters.
+    """
     summaries = [r.summary() for r in runs]
     columns: List[List[str]] = [
         ["run"] + [r.label for r in runs],
         ["source"] + [r.source for r in runs],
         ["evals"] + [str(max(len(p) for p in r.scores.values())) for r in runs],
     ]
-    groups = ["", "", ""]
+    groups = [""]
     for name in names:
         cells = [s.get(name) for s in summaries]
         columns += [
@@ -100,16 +138,50 @@ def format_table(runs: Sequence[Run], names: Sequence[str]) -> str:
             ["best"] + [_fmt(c["best"]) if c else "-" for c in cells],
             ["epoch"] + [str(c["best_epoch"]) if c and c["best_epoch"] is not None else "-" for c in cells],
         ]
-        groups += [name, "", ""]
+        groups.append(name)
     widths = [max(len(x) for x in col) for col in columns]
-    for i in range(3, len(columns), 3):  # a score's name must fit over its three columns
-        extra = len(groups[i]) - (widths[i] + widths[i + 1] + widths[i + 2] + 4)
-        widths[i] += max(extra, 0)
-    top = "  ".join(g.ljust(w) for g, w in zip(groups, widths)).rstrip()
-    rows = [top, "  ".join(c[0].ljust(w) for c, w in zip(columns, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    for r in range(1, len(runs) + 1):
-        rows.append("  ".join(c[r].ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for g, name in enumerate(groups[1:], start=1):  # a score's name must fit over its three columns
+        widths[3 * g + 2] += max(len(name) - (sum(widths[3 * g : 3 * g + 3]) + 2), 0)
+    rest = sum(widths[1:]) + 2 * (len(groups) - 1) + 2 * len(groups)  # everything but the label column
+    labels = shorten_labels(columns[0][1:], width - rest) if width - rest >= MIN_LABEL else columns[0][1:]
+    columns[0] = ["run"] + labels
+    widths[0] = max(len(x) for x in columns[0])
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            " ".join(c.ljust(w) for c, w in zip(cells[3 * g : 3 * g + 3], widths[3 * g : 3 * g + 3]))
+            for g in range(len(groups))
+        ]
+        return "  ".join(parts).rstrip()
+
+    spans = [sum(widths[3 * g : 3 * g + 3]) + 2 for g in range(len(groups))]
+    rows = ["  ".join(name.ljust(w) for name, w in zip(groups, spans)).rstrip(), line([c[0] for c in columns])]
+    rows.append(line(["-" * w for w in widths]))
+    rows += [line([c[r] for c in columns]) for r in range(1, len(runs) + 1)]
     return "\n".join(rows)
+
+
+def shorten_labels(labels: Sequence[str], width: int) -> List[str]:
+    """``labels`` cut to ``width`` characters by a ``...`` in the middle, keeping them distinct.
+
+    As much of the end as fits is kept (where runs of one folder differ), then of the start; if
+    no cut keeps the labels distinct they are returned whole.
+
+    Example:
+        >>> shorten_labels(["sweep/learning_rate_0.1/seed0", "sweep/learning_rate_0.1/seed1", "b"], 14)
+        ['...e_0.1/seed0', '...e_0.1/seed1', 'b']
+    """
+    if all(len(label) <= width for label in labels) or width < 5:
+        return list(labels)
+    keep = width - 3
+    for head in range(0, keep):
+        cut = [
+            label if len(label) <= width else label[:head] + "..." + label[len(label) - keep + head :]
+            for label in labels
+        ]
+        if len(set(cut)) == len(set(labels)):
+            return cut
+    return list(labels)
 
 
 LEGEND = (
@@ -118,12 +190,27 @@ LEGEND = (
 )
 
 
-def _check_outputs(args: argparse.Namespace, runs: Sequence[Run]) -> None:
-    """Refuse outputs that are a directory, the same file twice, or any file of a run (by identity:
-    hard links and symbolic links too), with the checks of ``evaluate`` (:mod:`lightning_prd.cli.checks`)."""
+def _check_outputs(args: argparse.Namespace, runs: Sequence[Run], found: Sequence[str]) -> None:
+    """Refuse outputs that are a directory, the same file twice, any file read (by identity: hard
+    links and symbolic links too), anything inside a run directory found (``found``), or a file
+    that would be read as a run next time, with the checks of ``evaluate`` (:mod:`lightning_prd.cli.checks`)."""
     inputs = [("a file of a run,", str(f)) for r in runs for f in r.files]
+    keep_out = [(f"the run {path}", path) for path in found]
+    searched = [(d, os.path.realpath(d)) for d in args.dirs]
+
+    def would_be_read(out: Path) -> Optional[str]:
+        for where in (Path(os.path.abspath(out)), Path(os.path.realpath(out))):
+            if not is_run_file(where.name):
+                continue
+            for text, real in searched:
+                if contains(real, os.path.realpath(where.parent)):
+                    return f"a file named {where.name!r} below DIR {text} would be read as a run next time"
+        return None
+
     try:
-        check_outputs(args, inputs, lambda out: out.suffix[1:].lower() or "png")
+        check_outputs(
+            args, inputs, lambda out: out.suffix[1:].lower() or "png", keep_out=keep_out, would_be_read=would_be_read
+        )
     except CLIError as err:
         raise RunsError(str(err)) from None
 
@@ -141,33 +228,45 @@ def run_command(args: argparse.Namespace) -> int:
     def warn(message: str) -> None:
         print(f"lightning-prd runs: warning: {message}", file=sys.stderr)
 
-    runs = load_runs(args.dirs, prefix=args.prefix, warn=warn)
+    found: List[str] = []
+    runs = load_runs(args.dirs, prefix=args.prefix, warn=warn, found=found)
     available = score_order({n for r in runs for n in r.scores})
-    names = available
-    if args.scores:
+    names = [n for n in MAIN_SCORES if n in available] or available[:4]
+    if args.scores and "all" in args.scores:
+        names = available
+    elif args.scores:
         unknown = [n for n in args.scores if n not in available]
         if unknown:
             raise RunsError(
-                f"--scores {' '.join(unknown)}: not logged by these runs; available: {', '.join(available)}"
+                f"--scores {' '.join(unknown)}: not logged by these runs; available: {', '.join(available)} (or all)"
             )
         names = list(args.scores)
-    _check_outputs(args, runs)
-    print(format_table(runs, names))
+    _check_outputs(args, runs, found)
+    table = format_table(runs, names)
+    print(table)
     print()
     print(LEGEND)
+    hidden = [n for n in available if n not in names]
+    if hidden:
+        note = f"not shown: {', '.join(hidden)} (--scores all shows every score; --json holds them all)"
+        print(textwrap.fill(note, width=100, break_on_hyphens=False))
+    if not all(row.startswith(r.label) for row, r in zip(table.splitlines()[3:], runs)):
+        print("run labels are shortened to fit; --json holds them whole")
     if args.json:
         payload = {
             "command": "runs",
             "version": __version__,
             "prefix": args.prefix,
+            "table_scores": names,
             "runs": [
                 {
                     "label": r.label,
                     "path": r.path,
                     "source": r.source,
                     "files": r.files,
-                    "scores": {n: s for n, s in r.summary().items() if n in names},
-                    "history": {n: [[e, v] for e, v in r.scores[n]] for n in names if n in r.scores},
+                    "warnings": r.warnings,
+                    "scores": r.summary(),
+                    "history": {n: [[e, v] for e, v in r.scores[n]] for n in score_order(r.scores)},
                 }
                 for r in runs
             ],

@@ -94,7 +94,7 @@ def plot_alpha_beta(
 
 
 def how_to_read(name: str) -> str:
-    """``higher is better``, ``lower is better`` or ``1 is ideal`` for score ``name`` (:mod:`lightning_prd.runs.scores`).
+    """``higher is better``, ``lower is better`` or ``1 is ideal`` for ``name`` (:mod:`lightning_prd.runs.scores`).
 
     Example:
         >>> how_to_read("prd/density"), how_to_read("frechet_distance")
@@ -132,6 +132,12 @@ def label_indices(points: Sequence[Tuple[float, float]], max_labels: int, min_ga
     return sorted(chosen)
 
 
+def _gap(value: Any) -> float:
+    """``value`` as a float, NaN (a gap in a line) when it is not finite."""
+    value = float(value)
+    return value if math.isfinite(value) else math.nan
+
+
 def plot_trajectory(
     history: Sequence[Mapping[str, Any]],
     *,
@@ -147,16 +153,18 @@ def plot_trajectory(
 
     Args:
         history: one mapping per evaluation with an ``"epoch"`` key and the ``x`` and ``y``
-            keys (e.g. :attr:`lightning_prd.PRDCallback.history`). Entries missing a key are skipped.
+            keys (e.g. :attr:`lightning_prd.PRDCallback.history`). Entries missing a key are skipped;
+            a non-finite value (NaN, inf) is a gap in the path.
         x, y: score names for the axes (``coverage``/``density`` work too).
         max_labels: label at most this many points with their epoch (first and last included).
     """
     fig, ax = _new_figure()
-    pts = [(int(h["epoch"]), float(h[x]), float(h[y])) for h in history if x in h and y in h]
+    path = [(int(h["epoch"]), _gap(h[x]), _gap(h[y])) for h in history if x in h and y in h]
+    pts = [p for p in path if not (math.isnan(p[1]) or math.isnan(p[2]))]  # a non-finite value: a gap
     top = max([1.0] + [p[2] for p in pts])
     if pts:
+        ax.plot([p[1] for p in path], [p[2] for p in path], color="0.6", linewidth=1, zorder=1)
         epochs, xs, ys = (np.array(v) for v in zip(*pts))
-        ax.plot(xs, ys, color="0.6", linewidth=1, zorder=1)
         sc = ax.scatter(xs, ys, c=epochs, cmap="viridis", zorder=2, s=28)
         scaled = [(xi / 1.02, yi / (1.02 * top)) for _, xi, yi in pts]  # axes units
         shown = label_indices(scaled, max_labels)
@@ -187,6 +195,7 @@ def plot_runs(
     The left panel overlays the path of (recall, precision) over epochs of every run, its first
     evaluation marked by an open circle and its last by a filled square; the other panels draw
     each score of ``panels`` against the epoch, one line per run (density with its ideal, 1).
+    A non-finite value (NaN, inf) is a gap in its line, and the axes' limits come from the finite ones.
 
     Args:
         runs: run label -> score name -> ``[(epoch, value), ...]`` (e.g. from
@@ -214,19 +223,25 @@ def plot_runs(
     traj = axes["trajectory"]
     for i, (label, scores) in enumerate(runs.items()):
         colour = f"C{i % 10}"
-        precision, recall = dict(scores.get("precision", [])), dict(scores.get("recall", []))
+        precision = {e: _gap(v) for e, v in scores.get("precision", [])}
+        recall = {e: _gap(v) for e, v in scores.get("recall", [])}
         epochs = sorted(set(precision) & set(recall))
         if epochs:
             xs, ys = [recall[e] for e in epochs], [precision[e] for e in epochs]
             traj.plot(xs, ys, color=colour, linewidth=1.2, marker=".", markersize=4, label=label)
-            traj.plot(xs[0], ys[0], "o", markersize=9, markerfacecolor="none", markeredgecolor=colour, mew=1.5)
-            traj.plot(xs[-1], ys[-1], "s", markersize=8, color=colour)
+            whole = [i for i in range(len(epochs)) if not (math.isnan(xs[i]) or math.isnan(ys[i]))]
+            if whole:  # the first and the last evaluation drawn
+                first, last = whole[0], whole[-1]
+                traj.plot(
+                    xs[first], ys[first], "o", markersize=9, markerfacecolor="none", markeredgecolor=colour, mew=1.5
+                )
+                traj.plot(xs[last], ys[last], "s", markersize=8, color=colour)
         for name in names:
             points = scores.get(name, [])
             if points:
-                epochs_, values = [e for e, _ in points], [v for _, v in points]
+                epochs_, values = [e for e, _ in points], [_gap(v) for _, v in points]
                 axes[name].plot(epochs_, values, color=colour, marker=".", markersize=4, linewidth=1.2, label=label)
-    top = max([1.0] + [v for s in runs.values() for _, v in s.get("precision", [])])
+    top = max([1.0] + [v for s in runs.values() for _, v in s.get("precision", []) if math.isfinite(v)])
     traj.set(xlim=(0, 1.02), ylim=(0, 1.02 * top), xlabel="recall", ylabel="precision")
     traj.set_title("precision–recall over epochs")
     handles, _ = traj.get_legend_handles_labels()
@@ -239,7 +254,7 @@ def plot_runs(
     traj.grid(alpha=0.3)
     for name in names:
         ax = axes[name]
-        values = [v for s in runs.values() for _, v in s.get(name, [])]
+        values = [v for s in runs.values() for _, v in s.get(name, []) if math.isfinite(v)]
         if name == "density":
             ax.axhline(1.0, color="0.5", linestyle=":", linewidth=1)
         if direction(name) != "lower":  # scores in [0, 1]; density may exceed 1

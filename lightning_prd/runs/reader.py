@@ -7,6 +7,14 @@ starts with the prefix (default ``prd/``) is a score; its values are taken per e
 TensorBoard step is the epoch (the callback logs so), the CSV row's ``epoch`` column likewise.
 An epoch logged twice (a resumed run) keeps its last value. ``<score>_std`` error bars are left out.
 
+Every event file is checked whole first (:mod:`lightning_prd.runs.records`: the framing and the
+CRC32C checksums of each record): TensorBoard stops reading a file silently at a damaged or cut-off
+record, so a damaged file is reported (:attr:`Run.warnings`: the file, the byte of the damage and
+how many of its bytes were read), and a run with no scores read names the damage as the cause.
+
+Folders are searched through symbolic links too; a link to a folder already searched, or to one
+of the folders it lies in (a cycle), is not followed again.
+
 For each score a run has a *last* value (at its last evaluated epoch) and a *best* value with its
 epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density
 (:mod:`lightning_prd.runs.scores`).
@@ -34,8 +42,9 @@ import csv
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Collection, Dict, List, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
+from lightning_prd.runs.records import find_damage
 from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
 
 #: the scores drawn over epochs by :func:`lightning_prd.runs.plotting.plot_runs`, in panel order
@@ -60,6 +69,7 @@ class Run:
         source: ``"tensorboard"`` or ``"csv"``.
         files: the files read.
         scores: score name (without prefix) -> ``[(epoch, value), ...]`` sorted by epoch, one per epoch.
+        warnings: what was wrong with its files (a damaged event file: which, where, how much was read).
     """
 
     label: str
@@ -67,6 +77,7 @@ class Run:
     source: str
     files: List[str]
     scores: Dict[str, List[Tuple[int, float]]] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
 
     def summary(self) -> Dict[str, Dict[str, Any]]:
         """Score name -> ``last``, ``last_epoch``, ``best``, ``best_epoch``, ``direction``, ``epochs``."""
@@ -95,12 +106,20 @@ def _is_event_file(name: str) -> bool:
     return "tfevents" in name
 
 
+def is_run_file(name: str) -> bool:
+    """Whether a file named ``name`` makes its folder a run (an event file, ``metrics.csv``, ``*.wandb``)."""
+    return _is_event_file(name) or name == "metrics.csv" or name.endswith(".wandb")
+
+
 def _is_wandb_offline(path: str, files: Sequence[str]) -> bool:
     return os.path.basename(path).startswith("offline-run-") or any(f.endswith(".wandb") for f in files)
 
 
 def find_runs(directory: str) -> Tuple[List[Tuple[str, str, List[str]]], List[str]]:
     """Run directories at or below ``directory``: ``([(path, source, files), ...], wandb_offline_dirs)``.
+
+    Symbolic links to folders are followed, except one to a folder already searched or to a
+    folder it lies in (which would search the same runs again, or forever).
 
     Raises:
         RunsError: ``directory`` does not exist or is not a directory.
@@ -111,8 +130,16 @@ def find_runs(directory: str) -> Tuple[List[Tuple[str, str, List[str]]], List[st
         raise RunsError(f"DIR {directory}: expected a directory of runs, but this is a file")
     found: List[Tuple[str, str, List[str]]] = []
     wandb_dirs: List[str] = []
-    for path, subdirs, files in os.walk(directory, onerror=_raise_walk_error):
-        subdirs.sort()
+    searched = {os.path.realpath(directory)}
+    for path, subdirs, files in os.walk(directory, onerror=_raise_walk_error, followlinks=True):
+        here = os.path.realpath(path)
+        keep = set()
+        for sub in sorted(subdirs, key=lambda d: os.path.islink(os.path.join(path, d))):  # folders before links
+            real = os.path.realpath(os.path.join(path, sub))
+            if real not in searched and not contains(real, here):
+                searched.add(real)
+                keep.add(sub)
+        subdirs[:] = sorted(keep)
         if _is_wandb_offline(path, files):
             wandb_dirs.append(path)
             subdirs.clear()
@@ -123,6 +150,11 @@ def find_runs(directory: str) -> Tuple[List[Tuple[str, str, List[str]]], List[st
         elif "metrics.csv" in files:
             found.append((path, "csv", [os.path.join(path, "metrics.csv")]))
     return found, wandb_dirs
+
+
+def contains(folder: str, path: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both resolved)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _raise_walk_error(err: OSError) -> None:
@@ -138,11 +170,44 @@ def _check_readable(files: Sequence[str]) -> None:
             raise RunsError(f"{f}: cannot read the file: {err.strerror or err}") from err
 
 
+def _damage(files: Sequence[str]) -> List[str]:
+    """One message per damaged event file of ``files`` (:func:`~lightning_prd.runs.records.find_damage`)."""
+    messages = []
+    for f in files:
+        try:
+            damage = find_damage(f)
+        except OSError as err:
+            raise RunsError(f"{f}: cannot read the file: {err.strerror or err}") from err
+        if damage is not None:
+            messages.append(f"{f}: {damage.describe()}; the rest of the file is not read (TensorBoard stops there)")
+    return messages
+
+
+def _undecodable(path: str) -> str:
+    """The first event file in ``path`` with a record that is not an event (``path`` if none is found)."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    for name in sorted(f for f in os.listdir(path) if _is_event_file(f)):
+        try:
+            for _ in EventFileLoader(os.path.join(path, name)).Load():
+                pass
+        except DecodeError:
+            return os.path.join(path, name)
+    return path
+
+
 def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List[str]]:
+    from google.protobuf.message import DecodeError
     from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
     acc = EventAccumulator(path, size_guidance={SCALARS: 0})  # 0: keep every event
-    acc.Reload()
+    try:
+        acc.Reload()
+    except DecodeError as err:
+        raise RunsError(
+            f"{_undecodable(path)}: not a TensorBoard event file (a record is not an event: {err})"
+        ) from err
     tags = list(acc.Tags().get("scalars", []))
     scores: Dict[str, Dict[int, float]] = {}
     for tag in tags:
@@ -197,11 +262,15 @@ def _number(text: Any, file: str, line: int, column: str) -> Any:
 def read_run(path: str, source: str, files: List[str], label: str, prefix: str = "prd/") -> Run:
     """Read one run found by :func:`find_runs`.
 
+    A damaged event file (cut off, or a record whose checksum fails) is read up to the damage, as
+    TensorBoard reads it, and named in :attr:`Run.warnings` with how many of its bytes were read.
+
     Raises:
         RunsError: a file cannot be read, or the run holds no ``prefix`` scalars (the message lists
-            the scalar tags it does hold).
+            the scalar tags it does hold, and its damaged files).
     """
     _check_readable(files)
+    damage = _damage(files) if source == "tensorboard" else []
     raw, tags = _read_tensorboard(path, prefix) if source == "tensorboard" else _read_csv(files[0], prefix)
     scores = {
         name: sorted(per_epoch.items())
@@ -211,8 +280,9 @@ def read_run(path: str, source: str, files: List[str], label: str, prefix: str =
     if not scores:
         held = ", ".join(sorted(tags)[:8]) + (", ..." if len(tags) > 8 else "") if tags else "none"
         what = "scalar tags" if source == "tensorboard" else "columns"
-        raise NoScoresError(f"{path}: no {prefix!r} scores in this {source} run ({what}: {held})")
-    return Run(label=label, path=path, source=source, files=files, scores=scores)
+        cause = "".join(f"; {message}" for message in damage)
+        raise NoScoresError(f"{path}: no {prefix!r} scores in this {source} run ({what}: {held}){cause}")
+    return Run(label=label, path=path, source=source, files=files, scores=scores, warnings=damage)
 
 
 def _label(run_dir: str, directory: str) -> str:
@@ -250,18 +320,24 @@ def discover(directories: Sequence[str]) -> Tuple[List[Tuple[str, str, List[str]
     return runs, wandb_dirs
 
 
-def load_runs(directories: Sequence[str], prefix: str = "prd/", warn: Any = None) -> List[Run]:
+def load_runs(
+    directories: Sequence[str], prefix: str = "prd/", warn: Any = None, found: Optional[List[str]] = None
+) -> List[Run]:
     """Read every run at or below ``directories`` (each a run or a folder of runs).
 
     A run found *below* a directory that holds no ``prefix`` scores (e.g. a run logged without the
     callback) is skipped with a call of ``warn(message)``; a directory given as a run itself, or
-    one where no run holds scores, raises :class:`RunsError`.
+    one where no run holds scores, raises :class:`RunsError`. Each damaged event file of a run
+    read is a call of ``warn`` too (and is in the run's :attr:`Run.warnings`). ``found``, when
+    given, receives the directory of every run found, read or skipped.
     """
-    found, wandb_dirs = discover(directories)
+    runs_found, wandb_dirs = discover(directories)
+    if found is not None:
+        found += [path for path, _, _, _ in runs_found] + wandb_dirs
     given = {os.path.realpath(d) for d in directories}
     runs: List[Run] = []
     skipped: List[str] = []
-    for path, source, files, label in found:
+    for path, source, files, label in runs_found:
         try:
             runs.append(read_run(path, source, files, label, prefix))
         except NoScoresError as err:
@@ -276,6 +352,9 @@ def load_runs(directories: Sequence[str], prefix: str = "prd/", warn: Any = None
             f"scores ({len(skipped)} runs found, e.g. {skipped[0]})"
         )
     if warn is not None:
+        for run in runs:
+            for message in run.warnings:
+                warn(message)
         for message in skipped:
             warn(f"skipped {message}")
         if wandb_dirs:
