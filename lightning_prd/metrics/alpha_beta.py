@@ -74,7 +74,8 @@ class AlphaPrecisionBetaRecall(FeatureMetric):
         self._oneclass_cache = (real, model)
         return model
 
-    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        sets = FeatureSets(real, fake)  # checked batch by batch in update()
         check_min_samples(sets.real, self.k, "real")
         fn = self._embedding_for(sets.real)
         centre = None

@@ -13,7 +13,6 @@ from torchmetrics.utilities.data import dim_zero_cat
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
-from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
 
@@ -173,10 +172,11 @@ class FeatureMetric(Metric):
 
     def compute(self) -> Dict[str, Tensor]:
         """Every score of the accumulated sets. Each batch was checked by :meth:`update` (and each rank's
-        by its own ``update`` before a sync), so the sets go to the functional core as they are."""
-        return self._compute(FeatureSets(self._features("real"), self._features("fake")))
+        by its own ``update`` before a sync), so :meth:`_compute` wraps the sets in a
+        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again."""
+        return self._compute(self._features("real"), self._features("fake"))
 
-    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         raise NotImplementedError
 
     def reset(self) -> None:

@@ -32,5 +32,6 @@ class FrechetDistance(FeatureMetric):
     higher_is_better = False
     plot_lower_bound = 0.0
 
-    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        sets = FeatureSets(real, fake)  # checked batch by batch in update()
         return {"frechet_distance": frechet_of(sets)}

@@ -146,8 +146,8 @@ class GenerativeMetrics(FeatureMetric):
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False
 
-    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
-        real = sets.real
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        sets = FeatureSets(real, fake)  # checked batch by batch in update()
         out, res = scores_from_plan(
             sets,
             self._fitted_plan(sets.num_real, sets.num_fake),

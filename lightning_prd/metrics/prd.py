@@ -64,7 +64,8 @@ class PRDCurve(FeatureMetric):
         self.seed, self.beta, self.enforce_balance = seed, beta, enforce_balance
         super().__init__(**kwargs)
 
-    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        sets = FeatureSets(real, fake)  # checked batch by batch in update()
         precision, recall = prd_curve_of(
             sets,
             num_clusters=self.num_clusters,

@@ -38,7 +38,8 @@ class PrecisionRecall(FeatureMetric):
         self.ball = check_ball(ball)
         super().__init__(**kwargs)
 
-    def _compute(self, sets: FeatureSets) -> Dict[str, Tensor]:
+    def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
+        sets = FeatureSets(real, fake)  # checked batch by batch in update()
         res = run_pass(
             sets,
             member_ks=[self.k],
