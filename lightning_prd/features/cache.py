@@ -4,23 +4,37 @@ Comparing runs means many fits against the same real set; embedding it (e.g. 50,
 through Inception) costs minutes per run. The cache stores the extracted real features in
 ``cache_dir`` under a key that changes whenever the features could change:
 
-* the **real samples as read**: SHA-256 of every sample's dtype, shape and bytes, streamed
-  chunk by chunk through the same path that feeds the extractor (independent of the batch
-  size), one digest per rank in rank order;
+* the **real set**: one SHA-256 per sample (dtype, shape, bytes) as it is read, through the
+  same path that feeds the extractor; the key holds these digests sorted, so it does not depend
+  on the batch size, on the order of the samples, or on how many processes read them and which
+  rows each one reads. A file written by a run under any world size is read by a run under any
+  other: each rank gets the features of its own samples, in the order it reads them;
 * the **extractor**: module and class qualname; SHA-256 of every parameter and buffer (name,
   dtype, shape, bytes), so another weights file or another dtype never hits; every
-  submodule's class and plain attributes (strides, resize mode, normalisation constants...);
-  the input contract (``num_features``, ``input_dtype``, ``input_range``, ``input_size``);
-  the user-given ``name``;
-* ``num_real``, the world size (features are stored per rank, in the callback's sharding),
-  the device type, torch's default dtype and autocast state, and the torch version.
+  submodule's class, public attributes and forward hooks; the input contract (``num_features``,
+  ``input_dtype``, ``input_range``, ``input_size``); the user-given ``name``. A public attribute
+  is keyed whatever it holds, however deeply nested: numbers, strings, enums, paths, torch
+  dtypes and devices, tensors (by their bytes), NumPy arrays, scalars and random generators,
+  lists, tuples, sets, dicts, modules (by their weights and attributes), classes, functions
+  (name, bytecode, defaults, closure), bound methods, ``functools.partial`` (function, args,
+  keywords) and plain Python objects (class and every attribute). A value it cannot key
+  deterministically (a lock, a file, a generator, an object whose state lives in C) is refused
+  with a ``TypeError`` naming the attribute, when the callback is built and when the cache is
+  read. A module's attributes whose name starts with ``_`` are internal state (torch's
+  machinery, scratch buffers, memos) and are not keyed: a module setting that changes the
+  features must be a public attribute, a parameter or a buffer. The globals a function reads
+  and the code of the classes are not keyed;
+* ``num_real``, the device type, torch's default dtype and autocast state, and the torch version.
 
-A plain function or lambda cannot be fingerprinted (its code may read weights from anywhere):
-give it a ``name`` that you change whenever it changes. Files are ``real-<key>.pt``, written
-by rank 0 only, atomically (a temporary file in the same folder, then ``os.replace``), and
-hold a SHA-256 checksum of the features: a truncated or corrupt file is ignored with one
-warning and rewritten. Loading memory-maps the file and copies this rank's rows once.
-Under DDP ``cache_dir`` must be on a filesystem every rank sees.
+The cache holds copies: every feature chunk is copied as the extractor returns it, so an
+extractor that writes into one persistent output buffer (or real samples refilled into one
+input buffer) stores what was computed, chunk by chunk. A plain function or lambda as the
+extractor cannot be fingerprinted (its code may read weights from anywhere): give it a
+``name`` that you change whenever it changes. Files are ``real-<key>.pt``, written by rank 0
+only, atomically (a temporary file in the same folder, then ``os.replace``), and hold a
+SHA-256 checksum of the features: a truncated or corrupt file is ignored with one warning and
+rewritten. Loading memory-maps the file and copies this rank's rows once. Under DDP
+``cache_dir`` must be on a filesystem every rank sees.
 
 Example:
     >>> import tempfile, torch
@@ -47,28 +61,21 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Unio
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.features._cache_io import Comm, RowHasher, atomic_save, checksum, rows, tensor_bytes
+from lightning_prd.features._cache_io import (
+    Comm,
+    Keyer,
+    RowDigests,
+    atomic_save,
+    checksum,
+    qualname,
+    rows,
+    set_digest,
+)
 from lightning_prd.functional.engine.inputs import check_positive_int
 
-FORMAT = 1
+FORMAT = 2
 Chunks = Callable[[], Iterable[Tensor]]
-_PLAIN = (type(None), bool, int, float, str)
-_SKIP = object()  # a value that is not part of the key
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, (torch.dtype, torch.Size)):
-        return str(value)
-    if isinstance(value, Tensor):
-        return f"tensor:{value.dtype}{tuple(value.shape)}:{hashlib.sha256(tensor_bytes(value)).hexdigest()}"
-    if isinstance(value, (tuple, list)):
-        items = [_plain(v) for v in value]
-        return _SKIP if any(v is _SKIP for v in items) else items
-    if inspect.isfunction(value) or inspect.isclass(value) or inspect.isbuiltin(value):
-        return f"{value.__module__}.{value.__qualname__}"
-    return _SKIP
+_CONTRACT = ("num_features", "input_dtype", "input_range", "input_size")
 
 
 def _autocast(device_type: str) -> bool:
@@ -78,29 +85,40 @@ def _autocast(device_type: str) -> bool:
         return bool(torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled())
 
 
-def _qualname(obj: Any) -> str:
-    cls = obj if inspect.isclass(obj) else type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
+def _copy(out: Any) -> Any:
+    """The cache's own copy of an extractor output (which may be a buffer the extractor refills)."""
+    return out.detach().clone() if isinstance(out, Tensor) else out
 
 
 def check_cacheable(extractor: Any, name: Optional[str] = None) -> Optional[nn.Module]:
     """The module whose weights identify ``extractor`` (itself, or the owner of a bound method); None for
-    ``None`` and for a named plain callable; ``ValueError`` for an unnamed plain callable."""
+    ``None`` and for a named plain callable. ``ValueError`` for an unnamed plain callable; ``TypeError``
+    naming the attribute for a public setting the key cannot cover (module docstring). Reads no tensor."""
     if inspect.ismethod(extractor) and isinstance(extractor.__self__, nn.Module):
-        return extractor.__self__
-    if extractor is None or isinstance(extractor, nn.Module):
-        return extractor
-    if name is None:
+        module: Optional[nn.Module] = extractor.__self__
+    elif extractor is None or isinstance(extractor, nn.Module):
+        module = extractor
+    elif name is None:
         raise ValueError(
             f"Expected argument `feature_extractor` to be an nn.Module (whose weights the disk cache can hash), but "
             f"got {type(extractor).__name__} {getattr(extractor, '__qualname__', '')!r}: pass "
             f"cache_dir=RealFeatureCache(PATH, name='...') with a name that changes whenever the callable does"
         )
-    return None
+    else:
+        return None
+    if module is not None:
+        _module_identity(module, Keyer(hash_tensors=False))
+    return module
+
+
+def _module_identity(module: nn.Module, keyer: Keyer) -> Dict[str, Any]:
+    out = keyer.module(module, "feature_extractor")
+    out["contract"] = {k: keyer.key(getattr(module, k, None), f"feature_extractor.{k}") for k in _CONTRACT}
+    return out
 
 
 def extractor_identity(extractor: Any, name: Optional[str] = None) -> Dict[str, Any]:
-    """The extractor's part of the cache key (module docstring); raises for an unnamed plain callable.
+    """The extractor's part of the cache key (module docstring); raises like :func:`check_cacheable`.
 
     Example:
         >>> from lightning_prd.features import Identity
@@ -110,34 +128,13 @@ def extractor_identity(extractor: Any, name: Optional[str] = None) -> Dict[str, 
     """
     out: Dict[str, Any] = {"name": name}
     module = check_cacheable(extractor, name)
-    method = extractor.__func__.__qualname__ if module is not None and module is not extractor else None
     if extractor is None:
         out["class"] = "flatten"
-        return out
-    if module is None:
-        out["class"] = _qualname(extractor) + f":{getattr(extractor, '__qualname__', '')}"
-        return out
-    sha = hashlib.sha256()
-    tensors = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
-    for key, t in tensors:
-        sha.update(f"|{key}|{t.dtype}|{tuple(t.shape)}|".encode())
-        sha.update(tensor_bytes(t))
-    config = []
-    for path, sub in module.named_modules():
-        attrs = {k: _plain(v) for k, v in sorted(vars(sub).items()) if not k.startswith("_") and k != "training"}
-        config.append([path, _qualname(sub), {k: v for k, v in attrs.items() if v is not _SKIP}])
-    contract = {
-        k: _plain(getattr(module, k, None)) for k in ("num_features", "input_dtype", "input_range", "input_size")
-    }
-    out.update(
-        {
-            "class": _qualname(module),
-            "method": method,
-            "weights_sha256": sha.hexdigest(),
-            "config": config,
-            "contract": {k: (None if v is _SKIP else v) for k, v in contract.items()},
-        }
-    )
+    elif module is None:
+        out["class"] = qualname(extractor) + f":{getattr(extractor, '__qualname__', '')}"
+    else:
+        out.update(_module_identity(module, Keyer()))
+        out["method"] = extractor.__func__.__qualname__ if module is not extractor else None
     return out
 
 
@@ -175,15 +172,16 @@ class RealFeatureCache:
         chunk_rows: int = 1024,
     ) -> Iterator[Tensor]:
         """This rank's real features, in chunks of at most ``chunk_rows`` rows: from the cache, or
-        ``extract(chunk)`` for every chunk of ``chunks()`` (then written). Under DDP (``world > 1``)
-        every rank must call it (collectives); ``chunks()`` yields this rank's samples."""
+        ``extract(chunk)`` for every chunk of ``chunks()`` (a copy of each output is kept, then written).
+        Under DDP (``world > 1``) every rank must call it (collectives); ``chunks()`` yields this rank's
+        samples, any rows in any order: a hit gives the features of exactly these samples, in this order,
+        whatever world size wrote the file. ``TypeError`` for an extractor setting the key cannot cover."""
         chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
         device = torch.device(device if device is not None else "cpu")
         meta = {
             "format": FORMAT,
             "extractor": extractor_identity(extractor, self.name),
             "num_real": num_real,
-            "world_size": world,
             "device": device.type,
             "default_dtype": str(torch.get_default_dtype()),
             "autocast": _autocast(device.type),
@@ -192,22 +190,23 @@ class RealFeatureCache:
         stem = "real-" + hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:24]
         comm = Comm(rank, world)
         known = comm.from_zero(lambda: any(self.cache_dir.glob(f"{stem}-*.pt")))
-        feats: Optional[List[Tensor]] = None
-        hasher = RowHasher()
-        if known:  # hash first: a hit never calls the extractor
+        feats: Optional[List[Any]] = None
+        digests = RowDigests()
+        if known:  # digests first: a hit never calls the extractor
             for x in chunks():
-                hasher.update(x)
-        else:  # no file can match: hash while extracting, in one pass
+                digests.update(x)
+        else:  # no file can match: digest while extracting, in one pass
             feats = []
             for x in chunks():
-                hasher.update(x)
-                feats.append(extract(x))
-        data = hashlib.sha256("|".join(comm.all_gather(hasher.hexdigest())).encode()).hexdigest()[:24]
+                digests.update(x)
+                feats.append(_copy(extract(x)))
+        per_rank = comm.all_gather(digests.joined())
+        data = set_digest(per_rank)
         key = json.dumps({**meta, "data": data}, sort_keys=True)
         path = self.cache_dir / f"{stem}-{data}.pt"
         if feats is None:
-            shard = self._load(path, key, rank) if comm.from_zero(path.is_file) else None
-            loaded = comm.all_gather(shard is not None)
+            mine = self._load(path, key, digests.digests, rank) if comm.from_zero(path.is_file) else None
+            loaded = comm.all_gather(mine is not None)
             if loaded[0] and not all(loaded) and rank == 0:
                 warnings.warn(
                     f"RealFeatureCache: ranks {[r for r, ok in enumerate(loaded) if not ok]} "
@@ -218,13 +217,13 @@ class RealFeatureCache:
                 )
             if all(loaded):
                 self.last_status = "hit"
-                yield from rows(shard, chunk_rows)  # type: ignore[arg-type]
+                yield from rows([mine], chunk_rows)  # type: ignore[list-item]
                 return
-            again, feats = RowHasher(), []
+            again, feats = RowDigests(), []
             for x in chunks():
                 again.update(x)
-                feats.append(extract(x))
-            if not all(comm.all_gather(again.hexdigest() == hasher.hexdigest())):
+                feats.append(_copy(extract(x)))
+            if not all(comm.all_gather(again.digests == digests.digests)):
                 if rank == 0:
                     warnings.warn(
                         "RealFeatureCache: the real samples differed between two reads "
@@ -236,21 +235,29 @@ class RealFeatureCache:
                 while feats:
                     yield from rows([feats.pop(0)], chunk_rows)
                 return
-        written = self._store(path, key, feats, comm)
+        written = self._store(path, key, feats, per_rank, comm)
         self.last_status = "miss" if written else "unwritten"
         while feats:
             yield from rows([feats.pop(0)], chunk_rows)
 
-    def _load(self, path: Path, key: str, rank: int) -> Optional[List[Tensor]]:
-        """This rank's shard from ``path`` (memory-mapped), or None; rank 0 checks the checksum and warns."""
+    def _load(self, path: Path, key: str, mine: List[bytes], rank: int) -> Optional[Tensor]:
+        """A copy of the features of this rank's samples ``mine`` (row digests, in order) from ``path``
+        (memory-mapped), or None; rank 0 checks the checksum and warns."""
         try:
             blob = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
             if not isinstance(blob, dict) or blob.get("key") != key:
                 raise ValueError("its key does not match its name")
-            shards = blob["shards"]
-            if rank == 0 and checksum(shards) != blob.get("sha256"):
+            feats, ids = blob["features"], blob["rows"]
+            if rank == 0 and checksum(feats, ids) != blob.get("sha256"):
                 raise ValueError("its checksum does not match its features")
-            return list(shards[rank])
+            flat = ids.numpy().tobytes()
+            where: Dict[bytes, int] = {}
+            for i in range(len(flat) // 32):
+                where.setdefault(flat[32 * i : 32 * i + 32], i)
+            missing = sum(d not in where for d in mine)
+            if missing:
+                raise ValueError(f"it lacks {missing} of this rank's samples")
+            return feats.index_select(0, torch.tensor([where[d] for d in mine], dtype=torch.long))
         except Exception as err:  # noqa: BLE001 - any unreadable file is a miss, said once
             if rank == 0:
                 warnings.warn(
@@ -262,14 +269,30 @@ class RealFeatureCache:
                 )
             return None
 
-    def _store(self, path: Path, key: str, feats: List[Tensor], comm: Comm) -> bool:
-        """Rank 0 writes every rank's features; returns (on every rank) whether it worked."""
+    def _store(self, path: Path, key: str, feats: List[Any], per_rank: List[bytes], comm: Comm) -> bool:
+        """Rank 0 writes every rank's features, in rank order, with the digest of each sample; returns (on every
+        rank) whether it worked. Not written when some rank's outputs are not one row per sample of one
+        width and dtype (the metric then says what is wrong with them)."""
+        layouts = {(f.dtype, tuple(f.shape[1:])) if isinstance(f, Tensor) and f.ndim else None for f in feats}
+        fits = None not in layouts and len(layouts) < 2
+        fits = fits and sum(int(f.shape[0]) for f in feats) * 32 == len(per_rank[comm.rank])
+        if not all(comm.all_gather(fits)):
+            if comm.rank == 0:
+                warnings.warn(
+                    "RealFeatureCache: the real features are not cached: the extractor did not return one "
+                    "row per sample, of one width and dtype",
+                    UserWarning,
+                    stacklevel=4,
+                )
+            return False
         shards = comm.gather_to_zero([f.detach() for f in feats])
         ok = True
         if shards is not None:
-            shards = [[t.cpu() for t in shard] for shard in shards]
+            features = torch.cat([t.cpu() for shard in shards for t in shard])
+            del shards
+            ids = torch.frombuffer(bytearray(b"".join(per_rank)), dtype=torch.uint8).reshape(-1, 32)
             try:
-                atomic_save({"key": key, "sha256": checksum(shards), "shards": shards}, path)
+                atomic_save({"key": key, "sha256": checksum(features, ids), "features": features, "rows": ids}, path)
             except OSError as err:
                 ok = False
                 warnings.warn(f"RealFeatureCache: could not write {str(path)!r}: {err}", UserWarning, stacklevel=3)
