@@ -4,7 +4,7 @@ Public API: the Metric classes and the Lightning callback below, :mod:`lightning
 (pure functions), :mod:`lightning_prd.features` (extractors) and the ``lightning-prd`` command.
 """
 
-from lightning_prd.callback import PRDCallback
+from lightning_prd.callback import PRDCallback, PRDEarlyStopping
 from lightning_prd.metrics import (
     AlphaPrecisionBetaRecall,
     DensityCoverage,
@@ -22,6 +22,7 @@ __all__ = [
     "FrechetDistance",
     "GenerativeMetrics",
     "PRDCallback",
+    "PRDEarlyStopping",
     "PRDCurve",
     "PrecisionRecall",
     "__version__",

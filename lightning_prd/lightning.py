@@ -1,7 +1,8 @@
-"""``PRDCallback`` for the unified ``lightning`` package (``lightning.pytorch``).
+"""``PRDCallback`` and ``PRDEarlyStopping`` for the unified ``lightning`` package (``lightning.pytorch``).
 
-The same implementation as :class:`lightning_prd.callback.PRDCallback`, mixed with
-``lightning.pytorch.Callback`` instead of ``pytorch_lightning.Callback`` (a Trainer accepts only
+The same implementations as :class:`lightning_prd.callback.PRDCallback` and
+:class:`lightning_prd.callback.PRDEarlyStopping`, mixed with ``lightning.pytorch.Callback`` and
+``lightning.pytorch.callbacks.EarlyStopping`` instead of ``pytorch_lightning``'s (a Trainer accepts only
 callbacks of its own package). Importing this module raises ``ImportError`` when ``lightning``
 is not installed.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 try:
     from lightning.pytorch import Callback as _Callback
+    from lightning.pytorch.callbacks import EarlyStopping as _EarlyStopping
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
         "`lightning_prd.lightning` needs the `lightning` package (`pip install lightning`); "
@@ -22,11 +24,16 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     ) from err
 
 from lightning_prd.callback import PRDCallback as _PLPRDCallback
-from lightning_prd.callback import PRDCallbackCore
+from lightning_prd.callback import PRDCallbackCore, PRDEarlyStoppingCore
+from lightning_prd.callback import PRDEarlyStopping as _PLPRDEarlyStopping
 
 
 class PRDCallback(PRDCallbackCore, _Callback):
     __doc__ = _PLPRDCallback.__doc__
 
 
-__all__ = ["PRDCallback"]
+class PRDEarlyStopping(PRDEarlyStoppingCore, _EarlyStopping):
+    __doc__ = _PLPRDEarlyStopping.__doc__
+
+
+__all__ = ["PRDCallback", "PRDEarlyStopping"]

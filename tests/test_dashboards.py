@@ -25,22 +25,20 @@ pytestmark = pytest.mark.filterwarnings(
 
 
 # ---------------------------------------------------------------------------------- Custom Scalars
-def test_custom_scalars_has_one_chart_per_score_then_the_groups():
+def test_custom_scalars_has_one_chart_per_score():
     layout = custom_scalars_layout("prd/")
-    per_score, groups = layout["prd/"], layout["prd/ per run"]
+    assert list(layout) == ["prd/"]  # no chart overlaying several scores of every run
+    per_score = layout["prd/"]
     tags = [chart[1] for chart in per_score.values()]
     assert all(len(t) == 1 for t in tags)  # one score per chart: the legend lists runs, not scores
     assert [t[0] for t in tags][:4] == ["^prd/precision$", "^prd/recall$", "^prd/density$", "^prd/coverage$"]
     assert "^prd/frechet_distance$" in [t[0] for t in tags]
     assert "density (1 is ideal)" in per_score and "frechet_distance (lower is better)" in per_score
-    assert groups["precision, recall, density, coverage"][1] == [
-        f"^prd/{n}$" for n in ("precision", "recall", "density", "coverage")
-    ]
-    for chart in list(per_score.values()) + list(groups.values()):  # every pattern matches exactly one tag
+    for chart in per_score.values():  # every pattern matches exactly one tag
         for pattern in chart[1]:
             name = pattern[len("^prd/") : -1]
             assert re.match(pattern, f"prd/{name}") and not re.match(pattern, f"prd/{name}_std")
-    assert list(custom_scalars_layout("gen/")) == ["gen/", "gen/ per run"]  # the prefix is escaped and used
+    assert list(custom_scalars_layout("gen/")) == ["gen/"]  # the prefix is escaped and used
     assert custom_scalars_layout("a.b/")["a.b/"]["precision (higher is better)"][1] == [r"^a\.b/precision$"]
 
 

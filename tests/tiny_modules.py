@@ -1,11 +1,21 @@
-"""A trivially trainable LightningModule for callback tests: subclasses add ``sample(n)``."""
+"""Tiny Lightning modules and quiet-Trainer settings shared by the callback tests.
+
+The modules are mixins on top of a LightningModule base, so the same module runs under
+``pytorch_lightning`` (:class:`TinyTrainable`, :class:`GaussianSampler`) and ``lightning.pytorch``
+(:func:`on_base`); :class:`ScriptedScores` is a metric whose scores follow a script. :data:`QUIET`
+holds the Trainer settings that keep a test run silent and free of files it does not ask for;
+:func:`quiet_trainer` builds a ``pytorch_lightning`` Trainer with them.
+"""
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+#: Trainer settings of a silent test run: no logger, checkpoints, progress bar or model summary
+QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
 
-class TinyTrainable(pl.LightningModule):
+
+class TinyTraining:
     """One parameter, one cheap training step per batch of ``train_rows`` zeros."""
 
     train_rows, train_batch = 8, 4
@@ -24,7 +34,7 @@ class TinyTrainable(pl.LightningModule):
         return DataLoader(TensorDataset(torch.zeros(self.train_rows, 2)), batch_size=self.train_batch)
 
 
-class GaussianSampler(TinyTrainable):
+class GaussianSampling:
     """``sample(n)``: ``scale * N(0, I) + shift`` in ``dim`` dimensions (class attributes), from
     the global generator (the callback seeds it)."""
 
@@ -34,15 +44,62 @@ class GaussianSampler(TinyTrainable):
         return self.scale * torch.randn(n, self.dim) + self.shift
 
 
+class Validating:
+    """A validation loop of ``train_rows`` zeros that computes nothing."""
+
+    def validation_step(self, batch, batch_idx):
+        return None
+
+    def val_dataloader(self):
+        return DataLoader(TensorDataset(torch.zeros(self.train_rows, 2)), batch_size=self.train_batch)
+
+
+class TinyTrainable(TinyTraining, pl.LightningModule):
+    """One parameter, one cheap training step per batch of ``train_rows`` zeros."""
+
+
+class GaussianSampler(GaussianSampling, TinyTrainable):
+    """:class:`TinyTrainable` with ``sample(n)`` (:class:`GaussianSampling`)."""
+
+
+class ScriptedScores:
+    """A metric for the callback whose ``compute()`` returns the next of ``values`` as ``coverage`` (then
+    repeats the last): scores that rise and fall on cue, for schedule and early-stopping tests."""
+
+    reset_real_features = True
+
+    def __init__(self, values):
+        self.values, self.calls = list(values), 0
+
+    def update(self, features, real):
+        pass
+
+    def compute(self):
+        value = self.values[min(self.calls, len(self.values) - 1)]
+        self.calls += 1
+        return {"coverage": torch.tensor(value)}
+
+    def reset(self):
+        pass
+
+    def to(self, device):
+        return self
+
+
+def on_base(base, *mixins):
+    """A module class made of ``mixins`` (default: sampling and training) on another LightningModule
+    ``base``, e.g. ``on_base(lightning.pytorch.LightningModule)``."""
+    mixins = mixins or (GaussianSampling, TinyTraining)
+    return type("".join(m.__name__ for m in mixins), (*mixins, base), {})
+
+
+def quiet_settings(tmp_path, callbacks, max_epochs=1, **overrides):
+    """:data:`QUIET` plus ``max_epochs``, ``callbacks`` and ``default_root_dir=tmp_path``; ``overrides`` win.
+    For any Trainer class: ``lightning.pytorch.Trainer(**quiet_settings(tmp_path, [cb]))``."""
+    options = dict(QUIET, max_epochs=max_epochs, default_root_dir=str(tmp_path), callbacks=callbacks)
+    return {**options, **overrides}
+
+
 def quiet_trainer(tmp_path, callbacks, max_epochs=1, **kwargs):
-    """A Trainer without logger, checkpoints, progress bar or model summary, writing under ``tmp_path``."""
-    options = dict(
-        max_epochs=max_epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-        callbacks=callbacks,
-    )
-    return pl.Trainer(**{**options, **kwargs})
+    """A ``pytorch_lightning`` Trainer with :func:`quiet_settings`, writing under ``tmp_path``."""
+    return pl.Trainer(**quiet_settings(tmp_path, callbacks, max_epochs, **kwargs))

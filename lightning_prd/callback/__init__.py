@@ -8,16 +8,19 @@ curves and figures to one adapter per attached logger (:mod:`lightning_prd.logge
 The folder, by file: :mod:`~lightning_prd.callback.pl_callback` (the class users attach, with its full
 documentation), :mod:`~lightning_prd.callback.core` (the hooks, the evaluation, the checkpoint state),
 :mod:`~lightning_prd.callback.schedule` (which epochs are scored), :mod:`~lightning_prd.callback.sharding`
-(which real rows each rank embeds), :mod:`~lightning_prd.callback.rng` (the fixed noise),
-:mod:`~lightning_prd.callback.publish` (scalars, curves and image grids to the adapters) and
-:mod:`~lightning_prd.callback.options` (the ``metric`` argument).
+(which real rows each rank embeds), :mod:`~lightning_prd.callback.rng` (the fixed noise, the user's RNG
+left alone), :mod:`~lightning_prd.callback.sources` (the generated samples and features, checked, with
+errors naming their source), :mod:`~lightning_prd.callback.publish` (scalars, curves and image grids to
+the adapters), :mod:`~lightning_prd.callback.options` (the arguments, the ``metric`` argument) and
+:mod:`~lightning_prd.callback.early_stopping` (``PRDEarlyStopping``, whose patience counts evaluations).
 
 Imports: it may use ``metrics``, ``features``, ``loggers``, ``runs``, ``functional`` and
 ``lightning_prd.samplers``; only the package root, ``lightning_prd.lightning`` and ``sweep`` import it.
 """
 
 from lightning_prd.callback.core import PRDCallbackCore
+from lightning_prd.callback.early_stopping import PRDEarlyStopping, PRDEarlyStoppingCore
 from lightning_prd.callback.pl_callback import PRDCallback
 from lightning_prd.callback.sharding import rank_shard
 
-__all__ = ["PRDCallback", "PRDCallbackCore", "rank_shard"]
+__all__ = ["PRDCallback", "PRDCallbackCore", "PRDEarlyStopping", "PRDEarlyStoppingCore", "rank_shard"]

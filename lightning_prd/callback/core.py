@@ -10,20 +10,26 @@ Which real rows a rank embeds is :mod:`~lightning_prd.callback.sharding`, the lo
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from lightning_prd.callback.options import build_metric, is_scalar
-from lightning_prd.callback.publish import log_scores, sample_grids
-from lightning_prd.callback.rng import fixed_rng
-from lightning_prd.callback.schedule import fit_ends_after_epoch, fitting, is_due, validation_ends_epoch
+from lightning_prd.callback.options import build_metric, check_bool, check_callable, check_real, is_scalar
+from lightning_prd.callback.publish import log_samples, log_scores, sample_grids
+from lightning_prd.callback.rng import COMPUTE_STREAM, REAL_STREAM, fixed_rng, preserved_rng, stream_seed
+from lightning_prd.callback.schedule import (
+    fit_ends_after_epoch,
+    fitting,
+    is_due,
+    validation_ends_epoch,
+    warn_plain_early_stopping,
+)
 from lightning_prd.callback.sharding import check_samplers_agree, rank_shard, real_chunks
+from lightning_prd.callback.sources import draw, extract, fake_role, generator_name, update_fake
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
-from lightning_prd.functional.engine.inputs import check_positive_int, check_seed, non_finite_rows
+from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
 from lightning_prd.loggers.factory import adapter_for
 
@@ -52,54 +58,23 @@ class PRDCallbackCore:
         evaluate_on_train_end: bool = True,
         cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
     ) -> None:
-        if isinstance(real, Tensor):
-            if real.ndim < 1 or real.shape[0] == 0:
-                raise ValueError(
-                    f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}"
-                )
-            bad = non_finite_rows(real.detach()) if real.is_floating_point() else 0
-            if bad:  # checked once, before any training
-                raise ValueError(
-                    f"Expected argument `real` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
-                )
-        elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
-            raise TypeError(
-                "Expected argument `real` to be a tensor or a DataLoader of real samples, "
-                f"but got {type(real).__name__}"
-            )
-        if sample_fn is not None and not callable(sample_fn):
-            raise TypeError(
-                f"Expected argument `sample_fn` to be callable as sample_fn(pl_module, n), but got {sample_fn!r}"
-            )
-        if feature_extractor is not None and not callable(feature_extractor):
-            raise TypeError(
-                f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"
-            )
-        if num_real is not None:
-            num_real = check_positive_int(num_real, "num_real")
+        check_real(real)
+        check_callable(sample_fn, "sample_fn", "callable as sample_fn(pl_module, n)")
+        check_callable(feature_extractor, "feature_extractor", "callable")
         if not isinstance(prefix, str):
             raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
-        seed = check_seed(seed)
-        if not isinstance(log_curves, bool):
-            raise TypeError(f"Expected argument `log_curves` to be a bool, but got {log_curves!r}")
         self.real = real
         self.sample_fn = sample_fn
         self.feature_extractor = feature_extractor
         self.num_samples = check_positive_int(num_samples, "num_samples")
-        self.num_real = num_real
+        self.num_real = None if num_real is None else check_positive_int(num_real, "num_real")
         self.every_n_epochs = check_positive_int(every_n_epochs, "every_n_epochs")
         self.prefix = prefix
-        self.seed = seed
-        self.log_curves = log_curves
+        self.seed = check_seed(seed)
+        self.log_curves = check_bool(log_curves, "log_curves")
         self.batch_size = check_positive_int(batch_size, "batch_size")
-        if not isinstance(log_images, bool):
-            raise TypeError(f"Expected argument `log_images` to be a bool, but got {log_images!r}")
-        self.log_images = log_images
-        if not isinstance(evaluate_on_train_end, bool):
-            raise TypeError(
-                f"Expected argument `evaluate_on_train_end` to be a bool, but got {evaluate_on_train_end!r}"
-            )
-        self.evaluate_on_train_end = evaluate_on_train_end
+        self.log_images = check_bool(log_images, "log_images")
+        self.evaluate_on_train_end = check_bool(evaluate_on_train_end, "evaluate_on_train_end")
         self.num_images = check_positive_int(num_images, "num_images")
         self.metric = build_metric(metric, per_sample=log_images)
         self.cache = (
@@ -133,6 +108,7 @@ class PRDCallbackCore:
                 f"`{type(pl_module).__name__}` a `sample(n)` method returning n samples"
             )
         if stage == "fit":
+            warn_plain_early_stopping(trainer, self.prefix, self.every_n_epochs)
             self._adapters = None
             self._clear_real()
             self._last_epoch = None
@@ -178,6 +154,14 @@ class PRDCallbackCore:
         return self.evaluate_on_train_end and fitting(trainer) and self._scored_step != int(trainer.global_step)
 
     def _evaluate(self, trainer: Any, pl_module: Any, epoch: int, final: bool = False) -> None:
+        """Score the module and publish the scores; the global RNG of every generator is restored after
+        (:mod:`~lightning_prd.callback.rng`: seeded streams for the real side, the samples, ``compute``)."""
+        with preserved_rng(pl_module.device):
+            result = self._score(trainer, pl_module)
+            self._scored_step = int(trainer.global_step)
+            self._publish(trainer, result, epoch, final)
+
+    def _score(self, trainer: Any, pl_module: Any) -> Mapping[str, Any]:
         device = pl_module.device
         rank, world = trainer.global_rank, trainer.world_size
         self.metric.to(device)
@@ -187,12 +171,14 @@ class PRDCallbackCore:
             m for root in (pl_module, self.feature_extractor) if isinstance(root, nn.Module) for m in root.modules()
         ]
         modes = [(m, m.training) for m in modules]
+        name = generator_name(self.sample_fn, pl_module)
         try:
             for m in modules:
                 m.eval()
             with torch.no_grad():
                 if not self._real_ready:
-                    self._update_real(device, rank, world)
+                    with fixed_rng(stream_seed(self.seed + rank, REAL_STREAM), device):
+                        self._update_real(device, rank, world)
                 n_fake = len(rank_shard(self.num_samples, rank, world))
                 keep = self.log_images and rank == 0
                 self._images = []
@@ -202,16 +188,17 @@ class PRDCallbackCore:
                         samples = self._sample(pl_module, n)
                         if keep:
                             self._images.append(samples.detach().cpu())
-                        self.metric.update(self._features(samples, device), real=False)
-                result = self.metric.compute()  # a collective under DDP: every rank gets here
+                        feats = self._features(samples, device, role=fake_role(name))
+                        update_fake(self.metric, feats, name, extracted=self.feature_extractor is not None)
+                with fixed_rng(stream_seed(self.seed, COMPUTE_STREAM), device):  # the same on every rank
+                    result = self.metric.compute()  # a collective under DDP: every rank gets here
         finally:
             for m, mode in modes:
                 m.training = mode  # per module, not recursive: submodules keep their own flags
             self.metric.reset()
             if getattr(self.metric, "reset_real_features", True):
                 self._real_ready = False
-        self._scored_step = int(trainer.global_step)
-        self._publish(trainer, result, epoch, final)
+        return result
 
     def _update_real(self, device: torch.device, rank: int, world: int) -> None:
         check_samplers_agree(self.real, rank, world)
@@ -270,26 +257,9 @@ class PRDCallbackCore:
         """Rank 0: the sample grids and realism histogram (:func:`~lightning_prd.callback.publish.sample_grids`)."""
         fakes = torch.cat(self._images) if self._images else torch.empty(0)
         self._images = []
-        made = sample_grids(
-            fakes,
-            self.last_result,
-            lambda: self._real_chunks(0, trainer.world_size),
-            self.num_images,
-            trainer.world_size,
-        )
-        if made is None:
-            if not self._warned_images:
-                self._warned_images = True
-                warnings.warn(
-                    "PRDCallback(log_images=True): sample images are logged only for image samples [n, 1 or 3, H, W] "
-                    "and a metric returning per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
-                    UserWarning,
-                    stacklevel=2,
-                )
-            return
-        for adapter in self._adapters or []:
-            adapter.log_samples(*made, epoch)
-            adapter.flush()
+        world = trainer.world_size
+        made = sample_grids(fakes, self.last_result, lambda: self._real_chunks(0, world), self.num_images, world)
+        self._warned_images = log_samples(self._adapters or [], made, epoch, warned=self._warned_images)
 
     def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
         step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
@@ -300,24 +270,16 @@ class PRDCallbackCore:
 
     # ------------------------------------------------------------------ samples and features
     def _sample(self, pl_module: Any, n: int) -> Tensor:
-        out = self.sample_fn(pl_module, n) if self.sample_fn is not None else pl_module.sample(n)
-        name = "sample_fn" if self.sample_fn is not None else f"{type(pl_module).__name__}.sample"
-        if not isinstance(out, Tensor):
-            raise TypeError(
-                f"Expected `{name}(…, {n})` to return a tensor of {n} samples, but got {type(out).__name__}"
-            )
-        if out.ndim == 0 or out.shape[0] != n:
-            raise ValueError(f"Expected `{name}(…, {n})` to return {n} samples, but got shape {tuple(out.shape)}")
-        return out
+        """``n`` generated samples, checked (:func:`~lightning_prd.callback.sources.draw`)."""
+        fn, name = self.sample_fn, generator_name(self.sample_fn, pl_module)
+        return draw(lambda: fn(pl_module, n) if fn is not None else pl_module.sample(n), name, n)
 
-    def _features(self, x: Tensor, device: torch.device) -> Tensor:
+    def _features(self, x: Tensor, device: torch.device, role: str = "the samples of argument `real`") -> Tensor:
+        """Features of the samples ``x`` (``role`` names them in the extractor's errors)."""
         x = x.to(device)
         if self.feature_extractor is None:
             return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
-        feats = self.feature_extractor(x)
-        if not isinstance(feats, Tensor):
-            raise TypeError(f"Expected `feature_extractor` to return a tensor [n, D], but got {type(feats).__name__}")
-        return feats
+        return extract(self.feature_extractor, x, role)
 
     def _real_chunks(self, rank: int, world: int) -> Iterator[Tensor]:
         """This rank's real rows, in order (:func:`~lightning_prd.callback.sharding.real_chunks`)."""

@@ -19,9 +19,13 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     ``"final": True`` in ``history``. The module is sampled in eval mode under ``no_grad``; every
     submodule's training flag is restored afterwards.
 
-    **Fixed noise.** Each evaluation samples inside a forked RNG (torch CPU and the module's CUDA
-    device, Python ``random``, NumPy) seeded with ``seed + global_rank``, so the same latent
-    codes are drawn every epoch and the user's global RNG state is left as it was.
+    **Fixed noise, untouched RNG.** The states of torch (CPU and the module's CUDA device), Python
+    ``random`` and NumPy are restored after each evaluation, whatever the generator, the extractor,
+    the metric's ``compute`` and the loggers draw: the training run is the one without the callback.
+    Inside, the generated samples are drawn with every generator seeded with ``seed + global_rank``
+    (the same latent codes at every evaluation), the real side and ``compute`` with seeds derived from
+    ``seed`` (:mod:`lightning_prd.callback.rng`), so an evaluation depends on the weights and ``seed``
+    only, even with a stochastic extractor.
 
     **Distributed.** Rank ``r`` of ``W`` generates its contiguous share of ``num_samples`` and
     embeds its contiguous block of the real rows (:func:`rank_shard`: no duplicates, and the
@@ -42,7 +46,9 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             gathered order differs, so PRD's seeded clustering (and Fréchet's last digits) may too.
         sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples. Default:
             ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
-            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG.
+            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG. Floating-point
+            samples must be finite; errors about the generated samples or their features name
+            ``sample_fn`` (or ``<Module>.sample``), and errors of the extractor name ``feature_extractor``.
         feature_extractor: module or callable mapping a batch of samples to ``[n, D]`` features,
             applied to real and generated samples alike, under ``no_grad`` in eval mode (an
             ``nn.Module`` is moved to the module's device). Default: identity (samples
@@ -67,11 +73,13 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
         evaluate_on_train_end: score the final weights when the fit ends on weights that were
             not scored (see *When it runs*). Every rank takes part (the metric all-gathers).
         cache_dir: a folder (or a :class:`~lightning_prd.features.cache.RealFeatureCache`) where the
-            real features are kept across runs: a later fit with the same real samples (as read),
-            extractor (class, weights, settings), ``num_real``, world size and dtype loads them
-            instead of calling the extractor. The key is described in
-            :mod:`lightning_prd.features.cache`; a plain function as extractor needs
-            ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache.
+            real features are kept across runs: a later fit with the same real samples (as read, in
+            any order, under any world size), extractor (class, weights, every public setting),
+            ``num_real`` and dtype loads them instead of calling the extractor. An extractor setting
+            the key cannot cover is refused with a ``TypeError`` naming it; the cache stores copies of
+            the features, so an extractor that refills one output buffer is cached as computed. The
+            key is described in :mod:`lightning_prd.features.cache`; a plain function as extractor
+            needs ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache.
 
     Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
     ``compute()`` is logged as ``P<name>``; with the default metric:
@@ -87,7 +95,9 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
       ``Pkid``, ``Pkid_std``; with ``metric=dict(vendi=True)`` ``Pvendi``, ``Pvendi_real``.
 
     They go to ``trainer.callback_metrics`` on every rank (so ``ModelCheckpoint(monitor=
-    "prd/coverage", mode="max")`` and ``EarlyStopping`` work) and, from rank 0, to every logger:
+    "prd/coverage", mode="max")`` works; for early stopping use
+    :class:`~lightning_prd.callback.PRDEarlyStopping`, whose patience counts evaluations, as a plain
+    ``EarlyStopping`` fails on the epochs ``every_n_epochs`` skips) and, from rank 0, to every logger:
     TensorBoard with the epoch as step; W&B with a ``Pepoch`` step metric and best-value
     summaries; CSV and other loggers through ``log_metrics`` with an ``epoch`` column. Curves
     (when ``log_curves``; PRD from ``prd_precision``/``prd_recall``, α/β from ``alphas``,
@@ -98,7 +108,12 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` (precision over
       recall across epochs): TensorBoard images, W&B ``wandb.Image``;
     * CSV (and any logger with a ``log_dir``): ``<log_dir>/prd_curves/epoch_NNNN.csv`` and
-      ``<log_dir>/alpha_beta_curves/epoch_NNNN.csv``.
+      ``<log_dir>/alpha_beta_curves/epoch_NNNN.csv``; with another prefix the folders carry it
+      (``prefix="gen/"``: ``<log_dir>/gen/prd_curves/...``);
+    * TensorBoard *Custom Scalars*: a category ``P`` with one chart per logged score.
+
+    Several callbacks with different prefixes on one logger keep their keys, files, Custom Scalars
+    categories (one merged layout per writer) and W&B tables apart.
 
     With no logger, or one that shows no curves, one warning says curves are skipped. Between
     evaluations (``every_n_epochs > 1``) ``callback_metrics`` keeps the last values: give

@@ -51,6 +51,30 @@ def log_scores(
     return warned
 
 
+def log_samples(
+    adapters: Sequence[LoggerAdapter],
+    made: Optional[Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]],
+    epoch: int,
+    *,
+    warned: bool,
+) -> bool:
+    """Hand the grids and histograms of :func:`sample_grids` to every adapter; when there are none, warn
+    once (``warned`` says whether it did already; the new flag is returned)."""
+    if made is None:
+        if not warned:
+            warnings.warn(
+                "PRDCallback(log_images=True): sample images are logged only for image samples [n, 1 or 3, H, W] "
+                "and a metric returning per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
+                UserWarning,
+                stacklevel=3,
+            )
+        return True
+    for adapter in adapters:
+        adapter.log_samples(*made, epoch)
+        adapter.flush()
+    return warned
+
+
 def sample_grids(
     fakes: Tensor,
     result: Mapping[str, Any],

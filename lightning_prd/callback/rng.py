@@ -1,4 +1,26 @@
-"""The fixed noise of each evaluation: every random generator seeded inside, the user's states restored after."""
+"""The callback's random numbers: the user's generators saved and restored around each evaluation, and
+every random generator seeded inside, so an evaluation depends on the weights and ``seed`` only.
+
+**Rule.** Around one evaluation, the states of torch's CPU generator, the CUDA generator of the
+module's device, Python's ``random`` and NumPy's global generator are saved and restored
+(:func:`preserved_rng`), whatever the generator, the extractor, the metric and the loggers draw.
+Inside, three seeded streams (:func:`fixed_rng`): the real side on rank ``r`` with
+``stream_seed(seed + r, REAL_STREAM)``, the generated samples with ``seed + r`` (the same noise at
+every evaluation, even the first, which also embeds the real set), the metric's ``compute`` with
+``stream_seed(seed, COMPUTE_STREAM)`` (the same on every rank, so ranks agree on what it draws).
+
+Example:
+    >>> import torch
+    >>> state = torch.get_rng_state()
+    >>> with fixed_rng(0, torch.device("cpu")):
+    ...     a = torch.rand(2)
+    >>> with fixed_rng(0, torch.device("cpu")):
+    ...     b = torch.rand(2)
+    >>> torch.equal(a, b), torch.equal(torch.get_rng_state(), state)
+    (True, True)
+    >>> stream_seed(0, REAL_STREAM) != stream_seed(0, COMPUTE_STREAM)
+    True
+"""
 
 from __future__ import annotations
 
@@ -9,22 +31,48 @@ from typing import Iterator
 import numpy as np
 import torch
 
+#: stream of the real side's seed, apart from the generated samples' ``seed + rank``
+REAL_STREAM = 1
+#: stream of the metric's ``compute`` seed
+COMPUTE_STREAM = 2
+_MASK = 2**64 - 1
+
+
+def stream_seed(seed: int, stream: int) -> int:
+    """A seed in ``[0, 2**63)`` for stream ``stream`` of ``seed`` (SplitMix64 of both): unrelated to
+    ``seed + r`` for any small ``r``."""
+    z = (int(seed) + 0x9E3779B97F4A7C15 * (int(stream) + 1)) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (z ^ (z >> 31)) >> 1
+
+
+def _cuda_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
 
 @contextmanager
-def fixed_rng(seed: int, device: torch.device) -> Iterator[None]:
-    """Seed torch (CPU and ``device``), ``random`` and NumPy inside; restore their states after."""
+def preserved_rng(device: torch.device) -> Iterator[None]:
+    """Restore torch (CPU and the CUDA ``device``), ``random`` and NumPy to their states on entry, on exit."""
     py_state, np_state = random.getstate(), np.random.get_state()
     cuda = device.type == "cuda"
-    index = (device.index if device.index is not None else torch.cuda.current_device()) if cuda else None
-    with torch.random.fork_rng(devices=[index] if cuda else []):
-        torch.default_generator.manual_seed(seed)
-        if cuda:
-            with torch.cuda.device(index):
-                torch.cuda.manual_seed(seed)
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
+    with torch.random.fork_rng(devices=[_cuda_index(device)] if cuda else []):
         try:
             yield
         finally:
             random.setstate(py_state)
             np.random.set_state(np_state)
+
+
+@contextmanager
+def fixed_rng(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed torch (CPU and ``device``), ``random`` and NumPy inside; restore their states after."""
+    with preserved_rng(device):
+        torch.default_generator.manual_seed(seed)
+        if device.type == "cuda":
+            index = _cuda_index(device)
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        yield

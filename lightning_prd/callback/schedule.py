@@ -25,7 +25,10 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
+
+from lightning_prd.runs.scores import DIRECTIONS
 
 
 def is_due(epoch: int, every_n_epochs: int) -> bool:
@@ -64,3 +67,24 @@ def fit_ends_after_epoch(trainer: Any) -> bool:
         or _limit_reached(trainer.global_step, trainer.max_steps)
         or _stops_early(trainer)
     )
+
+
+def warn_plain_early_stopping(trainer: Any, prefix: str, every_n_epochs: int) -> None:
+    """Warn about each ``EarlyStopping`` (not a PRDEarlyStopping) that monitors a key of ``prefix`` while
+    some of its checks find no fresh score: ``every_n_epochs > 1`` or validation within the epoch."""
+    if every_n_epochs == 1 and getattr(trainer, "val_check_interval", 1.0) == 1.0:
+        return
+    for cb in getattr(trainer, "callbacks", []):
+        names = [cls.__name__ for cls in type(cb).__mro__]
+        monitor = getattr(cb, "monitor", None)
+        if "EarlyStopping" not in names or getattr(cb, "follows_prd_evaluations", False):
+            continue
+        if isinstance(monitor, str) and monitor.startswith(prefix) and (prefix or monitor in DIRECTIONS):
+            warnings.warn(
+                f"EarlyStopping(monitor={monitor!r}) checks epochs that PRDCallback(prefix={prefix!r}, "
+                f"every_n_epochs={every_n_epochs}) does not score: it raises on them (strict=True) or counts "
+                f"them against its patience. Use lightning_prd.callback.PRDEarlyStopping(monitor={monitor!r}, ...), "
+                f"whose patience counts evaluations",
+                UserWarning,
+                stacklevel=3,
+            )

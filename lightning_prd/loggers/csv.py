@@ -1,20 +1,49 @@
 """CSV adapter: scalars through ``log_metrics``, curve points as CSV files in the logger's directory.
 
-Also used for any logger with a string ``log_dir``. Files (one per evaluated epoch)::
+Also used for any logger with a string ``log_dir``. Files (one per evaluated epoch), for the
+default prefix ``prd/``::
 
     <log_dir>/prd_curves/epoch_0003.csv         recall,precision      (PRD curve, 1001 points)
     <log_dir>/alpha_beta_curves/epoch_0003.csv  alpha,alpha_precision,beta_recall
+
+Any other prefix ``P`` is put in front of the folder names, as it is in front of the keys:
+``<log_dir>/Pprd_curves/...`` (``gen/`` gives ``<log_dir>/gen/prd_curves/``, ``ema_`` gives
+``<log_dir>/ema_prd_curves/``), each path part kept to letters, digits, ``_``, ``-`` and ``.`` and
+never ``..``, so the files stay inside ``log_dir``. Several callbacks on one logger therefore keep
+their files apart; two prefixes that would share a folder (``""`` and ``"prd/"``, or ones that differ
+only in replaced characters) raise ``ValueError`` at their first curves.
 """
 
 from __future__ import annotations
 
 import csv
 import os
-from typing import Any, List, Mapping, Sequence
+import re
+import weakref
+from typing import Any, Dict, List, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
 from lightning_prd.loggers.base import LoggerAdapter, has_alpha_beta, has_prd
+
+#: the prefix whose curve folders sit directly in ``log_dir``
+DEFAULT_PREFIX = "prd/"
+#: which prefix writes each curve folder, per logger
+_FOLDERS: MutableMapping[Any, Dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def curve_folder(log_dir: str, prefix: str, kind: str) -> str:
+    """The folder of ``kind`` (``prd_curves``, ``alpha_beta_curves``) for ``prefix`` under ``log_dir``.
+
+    Example:
+        >>> curve_folder("logs", "prd/", "prd_curves"), curve_folder("logs", "gen/", "prd_curves")
+        ('logs/prd_curves', 'logs/gen/prd_curves')
+        >>> curve_folder("logs", "../x y/", "prd_curves")
+        'logs/_/x_y/prd_curves'
+    """
+    name = kind if prefix == DEFAULT_PREFIX else prefix + kind
+    parts = [re.sub(r"[^A-Za-z0-9_.-]", "_", p) for p in re.split(r"[/\\]", name) if p]
+    return os.path.join(log_dir, *("_" if set(p) == {"."} else p for p in parts))
 
 
 def write_curve_csv(path: str, columns: Sequence[str], arrays: Sequence[np.ndarray]) -> None:
@@ -32,12 +61,25 @@ class CSVAdapter(LoggerAdapter):
 
     supports_curves = True
 
+    def _folder(self, kind: str) -> str:
+        folder = curve_folder(self.logger.log_dir, self.prefix, kind)
+        try:
+            owners = _FOLDERS.setdefault(self.logger, {})
+        except TypeError:  # a logger that cannot be weakly referenced: nothing to compare with
+            return folder
+        owner = owners.setdefault(os.path.normpath(folder), self.prefix)
+        if owner != self.prefix:
+            raise ValueError(
+                f"Expected PRDCallbacks on one logger to have a `prefix` each that keeps their curve files apart, "
+                f"but {owner!r} and {self.prefix!r} both write to {folder}: give one of them another prefix"
+            )
+        return folder
+
     def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
-        root = self.logger.log_dir
         name = f"epoch_{epoch:04d}.csv"
         if has_prd(curves):
             write_curve_csv(
-                os.path.join(root, "prd_curves", name),
+                os.path.join(self._folder("prd_curves"), name),
                 ["recall", "precision"],
                 [curves["prd_recall"], curves["prd_precision"]],
             )
@@ -48,7 +90,7 @@ class CSVAdapter(LoggerAdapter):
                 if key in curves:
                     cols.append(col)
                     arrays.append(curves[key])
-            write_curve_csv(os.path.join(root, "alpha_beta_curves", name), cols, arrays)
+            write_curve_csv(os.path.join(self._folder("alpha_beta_curves"), name), cols, arrays)
 
     def flush(self) -> None:
         save = getattr(self.logger, "save", None)

@@ -10,16 +10,19 @@ What it writes (``P`` is the prefix, default ``prd/``):
 * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` images (``add_figure``);
 * with the callback's ``log_images``: ``Psamples/least_realistic`` and ``Psamples/uncovered_real``
   image grids and a ``Prealism`` histogram;
-* once per writer, a *Custom Scalars* layout: a category ``P`` with one chart per score, where
-  TensorBoard overlays the runs (one line and one legend entry per run), and a category
-  ``P per run`` overlaying precision, recall, density and coverage (and F_8/F_1/8,
-  α-precision/β-recall/authenticity) in one chart per group, to read within one run.
+* a *Custom Scalars* layout: a category ``P`` with one chart per score the run logs, titled with
+  the direction that is better; TensorBoard overlays the runs in it (one line and one legend entry
+  per run, the runs told apart by colour). Nothing is charted that was not logged, and no chart
+  overlays several scores. Several callbacks (prefixes) on one writer share one layout with a
+  category each: TensorBoard shows the newest layout of a run, so the merged layout is written again
+  when a prefix or a score joins it, and only then.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Sequence
+import weakref
+from typing import Any, Dict, Iterable, List, Mapping, MutableMapping, Optional, Sequence
 
 import numpy as np
 
@@ -30,35 +33,45 @@ from lightning_prd.runs.scores import DIRECTIONS
 #: the PR-curve plugin's largest number of points
 MAX_PR_POINTS = 127
 
-_GROUPS = {
-    "precision, recall, density, coverage": ["precision", "recall", "density", "coverage"],
-    "PRD: F_8 (recall) and F_1/8 (precision)": ["f_beta", "f_inv_beta"],
-    "α-precision, β-recall, authenticity": ["alpha_precision", "beta_recall", "authenticity"],
-    "Fréchet distance": ["frechet_distance"],
-}
+#: per writer: the score names each prefix logged, in order, and the layout last written
+_WRITTEN: MutableMapping[Any, Dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def custom_scalars_layout(prefix: str) -> Dict[str, Dict[str, List[Any]]]:
-    """The Custom Scalars layout: one chart per score (runs overlaid), then one chart per group of scores.
+def custom_scalars_layout(prefix: str, names: Optional[Iterable[str]] = None) -> Dict[str, Dict[str, List[Any]]]:
+    """The Custom Scalars layout of ``prefix``: one chart per score in ``names`` (default: every score
+    of :data:`~lightning_prd.runs.scores.DIRECTIONS`), known scores first in that table's order.
 
-    Tags are matched exactly. In the first category each chart holds one score, so with several
-    runs its legend names the runs; the second (``<prefix> per run``) overlays related scores,
-    read best with one run selected.
+    Each chart holds one tag, matched exactly, so with several runs its lines are the runs and its
+    legend names them; a score the package knows is titled with the direction that is better.
 
     Example:
-        >>> layout = custom_scalars_layout("prd/")
-        >>> list(layout)
-        ['prd/', 'prd/ per run']
+        >>> layout = custom_scalars_layout("prd/", ["coverage", "density", "my_score"])
+        >>> list(layout), list(layout["prd/"])
+        (['prd/'], ['density (1 is ideal)', 'coverage (higher is better)', 'my_score'])
         >>> layout["prd/"]["density (1 is ideal)"]
         ['Multiline', ['^prd/density$']]
     """
+    wanted = list(DIRECTIONS) if names is None else list(dict.fromkeys(names))
+    ordered = [n for n in DIRECTIONS if n in wanted] + sorted(n for n in wanted if n not in DIRECTIONS)
+    charts = {
+        (f"{n} ({how_to_read(n)})" if n in DIRECTIONS else n): ["Multiline", [f"^{re.escape(prefix + n)}$"]]
+        for n in ordered
+    }
+    return {prefix or "scores": charts}
 
-    def tag(name: str) -> str:
-        return f"^{re.escape(prefix)}{name}$"
 
-    per_score = {f"{n} ({how_to_read(n)})": ["Multiline", [tag(n)]] for n in DIRECTIONS}
-    groups = {title: ["Multiline", [tag(n) for n in names]] for title, names in _GROUPS.items()}
-    return {prefix: per_score, f"{prefix} per run": groups}
+def _merged_layout(state: Dict[str, Any], prefix: str, names: Iterable[str]) -> Optional[Dict[str, Any]]:
+    """The layout of every prefix logged through one writer (``state``) once ``names`` of ``prefix``
+    joined it, or ``None`` when that is the layout last written."""
+    known = state["names"].setdefault(prefix, [])
+    known.extend(n for n in names if n not in known)
+    layout: Dict[str, Any] = {}
+    for p, logged in state["names"].items():
+        layout.update(custom_scalars_layout(p, logged))
+    if layout == state["layout"]:
+        return None
+    state["layout"] = layout
+    return layout
 
 
 class TensorBoardAdapter(LoggerAdapter):
@@ -68,13 +81,21 @@ class TensorBoardAdapter(LoggerAdapter):
 
     def __init__(self, logger: Any, prefix: str) -> None:
         super().__init__(logger, prefix)
-        self._layout_written = False
+        self._own_state: Dict[str, Any] = {"names": {}, "layout": None}
+
+    def _layout_state(self, writer: Any) -> Dict[str, Any]:
+        """What was written to ``writer``'s layout, shared by every adapter of that writer."""
+        try:
+            return _WRITTEN.setdefault(writer, {"names": {}, "layout": None})
+        except TypeError:  # a writer that cannot be weakly referenced: this adapter's layout only
+            return self._own_state
 
     def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
         writer = self.logger.experiment
-        if not self._layout_written:
-            writer.add_custom_scalars(custom_scalars_layout(self.prefix))
-            self._layout_written = True
+        names = [tag[len(self.prefix) :] for tag in metrics if tag.startswith(self.prefix)]
+        layout = _merged_layout(self._layout_state(writer), self.prefix, names)
+        if layout is not None:
+            writer.add_custom_scalars(layout)
         for tag, value in metrics.items():
             writer.add_scalar(tag, value, global_step=epoch)
 

@@ -9,7 +9,9 @@ What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix
   to 1 so far into the run summary itself, as W&B has no such summary);
 * ``Pprd_curve``: ``wandb.plot.line`` over ONE long-format ``wandb.Table`` (columns ``epoch``,
   ``recall``, ``precision``) that accumulates every evaluated epoch, one line per epoch
-  (``stroke="epoch"``). A custom chart shows only its latest table, hence the accumulation.
+  (``stroke="epoch"``), titled with the key. A custom chart shows only its latest table, hence the
+  accumulation. Every key, the table and the epoch axis carry the prefix, so several callbacks on
+  one run keep their charts, tables and summaries apart.
   Each epoch keeps the callback's compact curve (:func:`~lightning_prd.loggers.base.compact_prd`:
   at most 127 points, float16) so the table stays small; after a resume the rows of the
   restored epochs are rebuilt from the checkpoint (:meth:`WandbAdapter.restore`), so the table
@@ -92,7 +94,7 @@ class WandbAdapter(LoggerAdapter):
             self._rows += _rows_of(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
             table = wandb.Table(columns=["epoch", "recall", "precision"], data=self._rows)
             payload[f"{self.prefix}prd_curve"] = wandb.plot.line(
-                table, "recall", "precision", stroke="epoch", title="PRD curve by epoch"
+                table, "recall", "precision", stroke="epoch", title=f"{self.prefix}prd_curve: PRD curve by epoch"
             )
         for name, fig in build_figures(curves, history, epoch).items():
             payload[f"{self.prefix}figures/{name}"] = wandb.Image(figure_to_array(fig), caption=f"epoch {epoch}")
