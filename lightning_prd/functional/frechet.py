@@ -14,6 +14,7 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.engine.inputs import value_range
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import gram64, mean64, unit_scale
 
@@ -109,3 +110,44 @@ def frechet_of(sets: FeatureSets) -> Tensor:
     mu_r, cov_r, scale_r = _mean_cov(sets.real, "real", sets.spread_of("real"))
     mu_f, cov_f, scale_f = _mean_cov(sets.fake, "fake", sets.spread_of("fake"))
     return frechet_distance_from_moments(mu_r, cov_r, mu_f, cov_f, scale_r, scale_f)
+
+
+def check_statistics(mean: Any, cov: Any, name: str = "real") -> Tuple[Tensor, Tensor]:
+    """A set's float64 mean ``[D]`` and covariance ``[D, D]`` (finite, symmetric up to rounding), as a
+    statistics file holds them; errors name the set ``name``."""
+    mu = torch.as_tensor(mean).detach().to(torch.float64)
+    sigma = torch.as_tensor(cov).detach().to(torch.float64)
+    if mu.ndim != 1 or mu.shape[0] == 0 or sigma.shape != (mu.shape[0], mu.shape[0]):
+        raise ValueError(
+            f"Expected the statistics of `{name}` to be a mean [D] and a covariance [D, D], but got shapes "
+            f"{tuple(mu.shape)} and {tuple(sigma.shape)}"
+        )
+    if not (bool(torch.isfinite(mu).all()) and bool(torch.isfinite(sigma).all())):
+        raise ValueError(f"Expected the statistics of `{name}` to be finite, but they hold NaN or Inf")
+    tol = 1e-6 * max(float(sigma.abs().max()), 1e-300)
+    if float((sigma - sigma.T).abs().max()) > tol:
+        raise ValueError(f"Expected the covariance of `{name}` to be symmetric, but it is not (beyond rounding)")
+    return mu, (sigma + sigma.T) / 2
+
+
+def frechet_to_statistics(mean: Tensor, cov: Tensor, fake: Tensor) -> Tensor:
+    """The Fréchet distance between a real set given by its float64 ``mean`` and ``cov`` (as a statistics file
+    holds them, e.g. pytorch-fid's ``mu``/``sigma``: :func:`check_statistics`) and checked generated features
+    ``fake`` ``[M, D]`` (their covariance unbiased, ``M - 1``, as pytorch-fid and torch-fidelity compute it).
+
+    Example:
+        >>> import torch
+        >>> fake = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [2.0, 2.0]])
+        >>> real = fake + 1.0
+        >>> mean, cov = real.double().mean(0), torch.cov(real.double().T)
+        >>> round(float(frechet_to_statistics(mean, cov, fake)), 6)  # = frechet_distance(real, fake)
+        2.0
+    """
+    if fake.shape[1] != mean.shape[0]:
+        raise ValueError(
+            f"Expected the generated features to have the {mean.shape[0]} features of the real statistics, "
+            f"but got {fake.shape[1]}"
+        )
+    mu_f, cov_f, scale_f = _mean_cov(fake, "fake", value_range(fake))
+    mean, cov = mean.to(fake.device), cov.to(fake.device)
+    return frechet_distance_from_moments(mean, cov, mu_f, cov_f, 1.0, scale_f)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
 from lightning_prd.functional.engine.inputs import same_features
 from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.frechet import check_statistics, frechet_to_statistics
 from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
 from lightning_prd.functional.vendi import vendi_of
 from lightning_prd.metrics.base import FeatureMetric
@@ -145,6 +146,79 @@ class GenerativeMetrics(FeatureMetric):
         super().__init__(**kwargs)
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False
+        #: the real set as a mean and covariance (a statistics file), in place of real features
+        self._real_statistics: Optional[Tuple[Tensor, Tensor, str]] = None
+
+    def set_real_statistics(self, mean: Any, cov: Any, *, num_samples: Optional[int] = None, source: str = "") -> None:
+        """Stand in a real set's float64 ``mean`` ``[D]`` and covariance ``[D, D]`` for real features, as a
+        statistics file holds them (pytorch-fid's ``--save-stats``, clean-fid's custom statistics, EDM2's
+        reference ``.pkl``): they serve the Fréchet distance only
+        (:func:`~lightning_prd.functional.frechet.frechet_to_statistics`).
+
+        The metric must be asked for nothing but the Fréchet distance (``k_precision_recall=None,
+        k_density_coverage=None, prd=False, alpha_beta=False, probabilistic=False, pr_cover=False`` and the
+        other families off): every other score needs per-sample real features, and asking for one raises
+        ``ValueError`` naming it. The statistics are kept across ``reset()`` when ``reset_real_features`` is
+        False. ``num_samples`` and ``source`` (where the statistics come from) only name them in errors.
+
+        Example:
+            >>> import torch
+            >>> from lightning_prd.functional import frechet_distance
+            >>> g = torch.Generator().manual_seed(0)
+            >>> real, fake = torch.randn(200, 3, generator=g) + 1.0, torch.randn(150, 3, generator=g)
+            >>> m = GenerativeMetrics(k_precision_recall=None, k_density_coverage=None, prd=False,
+            ...                       alpha_beta=False, probabilistic=False, pr_cover=False)
+            >>> m.set_real_statistics(real.double().mean(0), torch.cov(real.double().T))
+            >>> m.update(fake, real=False)
+            >>> out = m.compute()
+            >>> sorted(out), bool(torch.isclose(out["frechet_distance"], frechet_distance(real, fake), rtol=1e-5))
+            (['frechet_distance'], True)
+        """
+        held = f"the mean and covariance of {source or 'the real set'}" + (
+            f" ({num_samples} samples)" if num_samples is not None else ""
+        )
+        beyond = self._scores_beyond_frechet()
+        if beyond or not self.plan.frechet:
+            asked = ", ".join(beyond) if beyond else "no Fréchet distance (frechet=False)"
+            raise ValueError(
+                f"Expected a metric asking for the Fréchet distance only, since the real set is given as {held}, "
+                f"but it asks for {asked}: these need per-sample real features (a features file), or switch them off"
+            )
+        mu, sigma = check_statistics(mean, cov, "real")
+        self._real_statistics = (mu, sigma, held)
+
+    def _scores_beyond_frechet(self) -> List[str]:
+        """The options of this metric that ask for a score other than the Fréchet distance."""
+        plan = self.plan
+        on = {
+            "k_precision_recall": plan.k_pr is not None,
+            "k_density_coverage": plan.k_dc is not None,
+            "realism": plan.realism,
+            "prd": plan.prd is not None,
+            "alpha_beta": plan.alpha_beta is not None,
+            "kid": plan.kid is not None,
+            "vendi": plan.vendi is not None,
+            "top_pr": plan.top_pr is not None,
+            "probabilistic": plan.probabilistic is not None,
+            "pr_cover": plan.pr_cover is not None,
+            "cmmd": plan.cmmd is not None,
+            "error_bars": plan.error_bars is not None,
+            "per_sample": plan.per_sample,
+        }
+        return [name for name, asked in on.items() if asked]
+
+    def compute(self) -> Dict[str, Tensor]:
+        """Every score of the accumulated sets; with :meth:`set_real_statistics`, the Fréchet distance of the
+        generated features to those statistics."""
+        if self._real_statistics is None:
+            return super().compute()
+        if isinstance(self.real_features, list) and any(t.numel() for t in self.real_features):
+            raise ValueError(
+                f"Expected either real features or real statistics, but got both ({self._real_statistics[2]} "
+                "and features from `update(..., real=True)`)"
+            )
+        mean, cov, _ = self._real_statistics
+        return {"frechet_distance": frechet_to_statistics(mean, cov, self._features("fake"))}
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         sets = FeatureSets(real, fake)  # checked batch by batch in update()
@@ -196,4 +270,5 @@ class GenerativeMetrics(FeatureMetric):
         """Clear the accumulated features (and the real set's cached Vendi score unless it is kept)."""
         if self.reset_real_features:
             self._vendi_real = None
+            self._real_statistics = None
         super().reset()
