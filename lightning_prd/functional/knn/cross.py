@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
@@ -204,7 +204,8 @@ def cross_pass(
     )
     balls = DeferredDecisions(**vars(asked)) if no_sync else ListedDecisions(**vars(asked), switch=switch)
     # kernel sums need the single-process tiles on every rank (their float32 sums depend on the shapes)
-    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, shard, switch, balance=kernel is None):
+    split = shard if shard is None or kernel is None else replace(shard, even_split=False)
+    for i0, j0, sq in tiling.tiles(real, fake, block_bytes, split, switch):
         rs, cs = slice(i0, i0 + sq.shape[0]), slice(j0, j0 + sq.shape[1])
         sq = balls.update(rs, cs, sq, i0, j0)  # (a screened tile may come back from the float rows)
         if near_fake is not None:

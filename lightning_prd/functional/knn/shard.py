@@ -24,11 +24,14 @@ from lightning_prd.functional.knn.lists import merge_topk
 
 @dataclass
 class Shard:
-    """This process's share: tile ``c`` is computed here when ``c % world == rank``."""
+    """This process's share: tile ``c`` is computed here when ``c % world == rank``. With ``even_split``
+    (the default) a pass may cut its tiles smaller so that every rank gets a similar share; without it
+    the tiles are the single-process ones (kernel sums, whose float32 rounding depends on the shapes)."""
 
     rank: int
     world: int
     group: Optional[Any] = None
+    even_split: bool = True
 
     def owns(self, tile_number: int) -> bool:
         return tile_number % self.world == self.rank

@@ -230,21 +230,16 @@ class Switch:
 
 
 def tiles(
-    a: PointSet,
-    b: PointSet,
-    block_bytes: int,
-    shard: Optional[Shard] = None,
-    switch: Optional[Switch] = None,
-    balance: bool = True,
+    a: PointSet, b: PointSet, block_bytes: int, shard: Optional[Shard] = None, switch: Optional[Switch] = None
 ) -> Iterator[Tuple[int, int, Tensor]]:
     """Yield ``(row0, col0, squared_distance_tile)`` covering ``a x b`` in blocks (only this
-    process's tiles when ``shard`` is given; from ``switch.sets`` once that is set). With ``shard``
-    and ``balance`` the row blocks are cut smaller for an even split; ``balance=False`` keeps the
-    single-process tiles (their values then do not depend on the number of processes)."""
+    process's tiles when ``shard`` is given; from ``switch.sets`` once that is set). With a ``shard``
+    whose ``even_split`` is set the row blocks are cut smaller for an even split; without it the
+    tiles are the single-process ones (their values then do not depend on the number of processes)."""
     number = -1
     side = min_side(a.dim, gemm_dtype(a), a.original.device, len(a) * len(b) * a.dim)
     rows, cols = block_shape(len(a), len(b), a.centre.element_size(), block_bytes, side)
-    if shard is not None and balance:  # enough row blocks (4 per rank) for an even split
+    if shard is not None and shard.even_split:  # enough row blocks (4 per rank) for an even split
         rows = even(len(a), min(rows, max(1, -(-len(a) // (4 * shard.world)))))
     b_blocks = [b.right(slice(j0, j0 + cols)) for j0 in range(0, len(b), cols)] if len(b) <= cols else None
     buf = buffer(min(rows, len(a)) * min(cols, len(b)), a)
