@@ -1,25 +1,30 @@
 """``lightning-prd``: evaluate saved features or image folders from the command line.
 
-Three subcommands:
+Four subcommands:
 
 * ``lightning-prd evaluate --real PATH --fake PATH``: every score of one generated set against
   the real set, as a table (and ``--json``, ``--plot``).
 * ``lightning-prd compare --real PATH --fake PATH [PATH ...]``: one row per generated set,
   curves overlaid.
+* ``lightning-prd features --real PATH --extractor NAME --out FILE.npz``: embed a set once and write
+  its features with their provenance (:mod:`lightning_prd.cli.features`).
 * ``lightning-prd runs DIR [DIR ...]``: the scores ``PRDCallback`` logged for several runs, one
   row per run (:mod:`lightning_prd.cli.runs`).
 
 ``PATH`` is a feature file (``.npy``; ``.npz``: ``--key`` or the first array; ``.pt``/``.pth``:
 a tensor, or ``--key``/the first tensor of a dict) holding ``[N, D]`` features, or a folder of
 PNG/JPEG images (read with Pillow, searched recursively), which needs ``--extractor``.
-With ``--extractor`` a file may also hold images ``[N, C, H, W]``. Bad input exits with
-status 1 and one line on stderr; usage errors exit with status 2. Run with ``--help``.
+With ``--extractor`` a file may also hold images ``[N, C, H, W]``. ``--real`` also takes the
+reference files of other tools, told apart by content (:mod:`lightning_prd.cli.reference`); a file
+of statistics serves ``--only frechet``. Bad input exits with status 1 and one line on stderr;
+usage errors exit with status 2. Run with ``--help``.
 
 The folder, by file: :mod:`~lightning_prd.cli.parser` (flags and help), :mod:`~lightning_prd.cli.main`
 (the entry point), :mod:`~lightning_prd.cli.evaluate` (``evaluate`` and ``compare``),
-:mod:`~lightning_prd.cli.runs` (``runs``), :mod:`~lightning_prd.cli.inputs` (reading ``PATH``) and
-:mod:`~lightning_prd.cli.checks` (output paths, unknown flags). It may import every other folder of the
-package; nothing in the package imports it.
+:mod:`~lightning_prd.cli.features` (``features``), :mod:`~lightning_prd.cli.runs` (``runs``),
+:mod:`~lightning_prd.cli.inputs` (reading ``PATH``), :mod:`~lightning_prd.cli.reference` (``--real`` files
+of other tools) and :mod:`~lightning_prd.cli.checks` (output paths, unknown flags). It may import every
+other folder of the package; nothing in the package imports it.
 
 Example:
     >>> import numpy as np, tempfile, os

@@ -130,8 +130,10 @@ def check_outputs(
     *,
     keep_out: Sequence[Tuple[str, str]] = (),
     would_be_read: Optional[Callable[[Path], Optional[str]]] = None,
+    flags: Sequence[str] = ("--json", "--plot"),
 ) -> None:
-    """Fail before any work when ``--json`` / ``--plot`` cannot be written or would harm an input.
+    """Fail before any work when an output (``flags``: ``--json`` / ``--plot``) cannot be written or would
+    harm an input.
 
     ``inputs`` are ``(flag, PATH)`` pairs of ``--real`` / ``--fake``; missing output folders are
     created later, so only their nearest existing parent is checked here. ``keep_out`` are
@@ -146,7 +148,7 @@ def check_outputs(
         if kept_ident is not None:
             kept.setdefault(kept_ident, description)
     outputs: Dict[object, str] = {}
-    for flag in ("--json", "--plot"):
+    for flag in flags:
         text = getattr(args, flag[2:])
         if text is None:
             continue

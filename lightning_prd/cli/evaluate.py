@@ -1,5 +1,9 @@
 """``lightning-prd evaluate`` and ``compare``: load the sets, score each generated set against the real
-set with one ``GenerativeMetrics`` pass, print the table, write ``--json`` and ``--plot``."""
+set with one ``GenerativeMetrics`` pass, print the table, write ``--json`` and ``--plot``.
+
+``--only frechet`` scores the Fréchet distance alone, and is what a ``--real`` of statistics (a mean
+and a covariance, :mod:`lightning_prd.cli.reference`) serves: the metric is then given those
+statistics in place of real features (``GenerativeMetrics.set_real_statistics``)."""
 
 from __future__ import annotations
 
@@ -15,8 +19,9 @@ from torch import Tensor
 
 from lightning_prd import __version__
 from lightning_prd.cli.checks import check_outputs, write_output
-from lightning_prd.cli.inputs import CLIError, _check_path, _Source, load_set
+from lightning_prd.cli.inputs import CLIError, _check_path, _Source
 from lightning_prd.cli.parser import SCORES
+from lightning_prd.cli.reference import load_set
 from lightning_prd.runs.scores import best_index, direction_label, format_score
 
 
@@ -25,16 +30,18 @@ class _Scorer:
     """Scores of generated sets against one real set, from one ``GenerativeMetrics`` pass per set;
     the real side's k-NN radii are computed once."""
 
-    def __init__(self, real: Tensor, args: argparse.Namespace, device: torch.device) -> None:
+    def __init__(self, real: _Source, args: argparse.Namespace, device: torch.device) -> None:
         from lightning_prd import GenerativeMetrics
 
-        self.real, self.args, self.device = real.to(device), args, device
-        self.prd = not args.no_prd
-        self.alpha_beta = not args.no_alpha_beta
+        self.args, self.device = args, device
+        self.only_frechet = args.only == "frechet"
+        self.prd = not args.no_prd and not self.only_frechet
+        self.alpha_beta = not args.no_alpha_beta and not self.only_frechet
         prd = dict(num_clusters=args.prd_clusters, num_runs=args.prd_runs, seed=args.seed, enforce_balance="subsample")
+        knn = not self.only_frechet
         self.metric = GenerativeMetrics(
-            k_precision_recall=args.k_pr,
-            k_density_coverage=args.k_dc,
+            k_precision_recall=args.k_pr if knn else None,
+            k_density_coverage=args.k_dc if knn else None,
             frechet=True,
             reset_real_features=False,
             prd=prd if self.prd else False,
@@ -43,11 +50,17 @@ class _Scorer:
             vendi=args.vendi,
             top_pr=bool(args.top_pr),
             ball=args.ball,
-            probabilistic=args.probabilistic,
-            pr_cover=args.pr_cover,
+            probabilistic=args.probabilistic and knn,
+            pr_cover=args.pr_cover and knn,
             cmmd=args.cmmd,
         ).to(device)
-        self.metric.update(self.real, real=True)
+        if real.statistics is not None:
+            mean, cov = real.statistics
+            self.metric.set_real_statistics(
+                mean.to(device), cov.to(device), num_samples=real.total or None, source=f"--real {real.path}"
+            )
+        else:
+            self.metric.update(real.features.to(device), real=True)
 
     def __call__(self, fake: Tensor) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
         from tqdm.auto import tqdm
@@ -107,6 +120,8 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "device": str(device),
         "num_samples": args.num_samples,
         "seed": args.seed,
+        "only": args.only,
+        "detector": args.detector,
         "real_key": args.real_key or args.key,
         "fake_key": args.fake_key or args.key,
         "prd": (
@@ -125,21 +140,27 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
 
 
 def _count(src: _Source, letter: str) -> str:
+    if src.statistics is not None:
+        held = f"{letter} = {src.total}" if src.total else f"{letter} not recorded"
+        return f"mean and covariance only ({held})"
     return f"{letter} = {src.num}" + (f" (of {src.total})" if src.total != src.num else "")
 
 
 def _entry(src: _Source) -> str:
-    return f" [{src.key}]" if src.key is not None else ""
+    layout = f" ({src.layout})" if src.layout is not None else ""
+    return (f" [{src.key}]" if src.key is not None else "") + layout
 
 
 def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Namespace, scorer: _Scorer) -> str:
     lines = [f"real      {real.path}{_entry(real)}  {_count(real, 'N')}"]
     if fake is not None:
         lines.append(f"fake      {fake.path}{_entry(fake)}  {_count(fake, 'M')}")
-    lines += [
-        f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}",
-        f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}  balls = {args.ball}",
-    ]
+    made_with = f"  (--real made with {real.made_with})" if real.made_with and args.extractor is None else ""
+    lines.append(f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}{made_with}")
+    if scorer.only_frechet:
+        lines.append("scores    the Fréchet distance only (--only frechet)")
+        return "\n".join(lines)
+    lines.append(f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}  balls = {args.ball}")
     parts = (
         ("PRD", "prd", args.no_prd, scorer.prd),
         ("alpha/beta", "alpha-beta", args.no_alpha_beta, scorer.alpha_beta),
@@ -211,18 +232,33 @@ def _check_outputs(args: argparse.Namespace, inputs: Sequence[Tuple[str, str]]) 
 
 
 def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None:
-    """Cheap checks of every ``--real``/``--fake`` PATH before the (possibly long) work starts."""
+    """Cheap checks of every ``--real``/``--fake`` PATH before the (possibly long) work starts
+    (``--real`` may be a reference file of another tool, of any name)."""
     for flag, text in paths:
-        _check_path(text, flag, has_extractor)
+        _check_path(text, flag, has_extractor, by_content=flag == "--real")
 
 
-def _check_sizes(src: _Source, flag: str, options: Sequence[Tuple[str, int]], args: argparse.Namespace) -> None:
-    """A k-NN radius of ``k`` needs ``k + 1`` samples in its set (the core's rule), named by option and file."""
+def _check_only(args: argparse.Namespace) -> None:
+    """``--only frechet`` leaves out every other score: the flags that add one, and ``--plot``, are refused."""
+    if args.only != "frechet":
+        return
+    added = [f"--{name.replace('_', '-')}" for name in ("kid", "vendi", "top_pr", "cmmd") if getattr(args, name)]
+    if added:
+        raise CLIError(f"--only frechet: scores the Fréchet distance alone, but {', '.join(added)} asks for more")
+    if args.plot:
+        raise CLIError(f"--plot {args.plot}: --only frechet gives no curve and no precision/recall to draw")
+
+
+def _check_sizes(
+    src: _Source, flag: str, options: Sequence[Tuple[str, int]], args: argparse.Namespace, *, need: str = "k-NN radii"
+) -> None:
+    """A k-NN radius of ``k`` needs ``k + 1`` samples in its set (the core's rule), named by option and file;
+    a covariance (``need``) needs 2."""
     held = f"{flag} {src.path} holds {src.num} samples" + (
         f" (--num-samples {args.num_samples})" if src.num != src.total else ""
     )
     if src.num < 2:
-        raise CLIError(f"{flag} {src.path}: expected at least 2 samples for k-NN radii, but got {src.num}")
+        raise CLIError(f"{flag} {src.path}: expected at least 2 samples for {need}, but got {src.num}")
     for option, k in options:
         if src.num < k + 1:
             raise CLIError(
@@ -263,13 +299,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     labels = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
     if len(labels) != len(fakes):
         raise CLIError(f"--labels: got {len(labels)} labels for {len(fakes)} --fake sets")
+    _check_only(args)
     _check_inputs([("--real", args.real), *(("--fake", p) for p in fakes)], args.extractor is not None)
     _check_outputs(args, [("--real", args.real), *(("--fake", p) for p in fakes)])
     extractor = _extractor(args, device)
     real = load_set(args.real, "--real", args, extractor, device)
-    _check_sizes(real, "--real", [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)], args)
-    dim = real.features.shape[1]
-    scorer = _Scorer(real.features, args, device)
+    only = args.only == "frechet"
+    knn = [] if only else [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)]
+    need = "a covariance" if only else "k-NN radii"
+    if real.statistics is None:
+        _check_sizes(real, "--real", knn, args, need=need)
+    dim = real.dim
+    scorer = _Scorer(real, args, device)
     results, sources = [], []
     for path, label in zip(fakes, labels):
         fake = load_set(path, "--fake", args, extractor, device)
@@ -282,7 +323,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
             )
-        _check_sizes(fake, "--fake", [("--k-pr", args.k_pr)], args)
+        _check_sizes(fake, "--fake", [] if only else [("--k-pr", args.k_pr)], args, need=need)
         clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
         if scorer.prd and args.prd_clusters > clustered:
             raise CLIError(

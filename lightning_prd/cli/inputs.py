@@ -60,6 +60,7 @@ class _Array:
     data: Tensor
     name: Optional[str] = None  # its name in a .npz / a .pt dict; None for a bare array
     picked: bool = False  # True when the first of several entries was taken (no key given)
+    names: Tuple[str, ...] = ()  # the keys of a .pt dict
 
 
 def _first_sentence(err: BaseException, limit: int = 200) -> str:
@@ -74,10 +75,12 @@ def _load_error(suffix: str, err: BaseException) -> str:
     """Why a feature file could not be read, in words that do not send the user to unsafe loading."""
     text = " ".join(str(err).split())
     if isinstance(err, pickle.UnpicklingError) or "Weights only load failed" in text:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        from lightning_prd.features.safe_pickle import refused_in_torch_error
+
+        found = refused_in_torch_error(err)
         if found:
             return (
-                f"it holds Python objects that are not loaded for safety ({found.group(1)}); "
+                f"it holds Python objects that are not loaded for safety ({found}); "
                 f"save a tensor, or a dict of tensors, with torch.save (or the array with numpy.save as .npy)"
             )
         return f"not {_WHAT[suffix]}, or the file is corrupt"
@@ -130,6 +133,7 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
             return _Array(_from_numpy(data[name]), name, picked=key is None and len(names) > 1)
     obj = torch.load(path, map_location="cpu", weights_only=True)
     name, picked = None, False
+    keys: Tuple[str, ...] = ()
     if isinstance(obj, dict):
         tensors = [k for k, v in obj.items() if isinstance(v, Tensor)]
         if key is not None and key not in tensors:
@@ -138,6 +142,7 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
             raise CLIError(f"the dict holds no tensor (keys: {', '.join(map(str, obj))[:200] or 'none'})")
         name = key if key is not None else tensors[0]
         picked = key is None and len(tensors) > 1
+        keys = tuple(map(str, obj))
         obj = obj[name]
     elif isinstance(obj, Tensor):
         unnamed("the file holds a single tensor, not a dict")
@@ -148,7 +153,7 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
     obj = obj.detach()
     if obj.layout != torch.strided:  # a sparse tensor
         obj = obj.to_dense()
-    return _Array(obj, None if name is None else str(name), picked)
+    return _Array(obj, None if name is None else str(name), picked, keys)
 
 
 def _image_files(folder: Path) -> List[Path]:
@@ -193,31 +198,58 @@ def _image_batches(
 
 @dataclass
 class _Source:
-    """What was loaded from one PATH: its features and a description for the table and the JSON."""
+    """What was loaded from one PATH: its features (or, for a statistics file, only their mean and
+    covariance, with ``features`` of shape ``[0, D]``) and a description for the table and the JSON."""
 
     features: Tensor
     path: str
-    kind: str  # "features" or "images"
-    total: int  # samples available before --num-samples
+    kind: str  # "features", "images" or "statistics"
+    total: int  # samples available before --num-samples (a statistics file: the count it records, else 0)
     key: Optional[str] = None  # the array / tensor used, in a .npz or a .pt dict
     picked: bool = False  # True when ``key`` is the first of several, taken because none was named
+    layout: Optional[str] = None  # the file's layout (ReferenceSet.source) when read by content
+    made_with: Optional[str] = None  # the extractor the file names
+    statistics: Optional[Tuple[Tensor, Tensor]] = None  # float64 mean [D] and covariance [D, D]
 
     @property
     def num(self) -> int:
-        return int(self.features.shape[0])
+        return self.total if self.statistics is not None else int(self.features.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.features.shape[1])
 
     def describe(self) -> Dict[str, Any]:
-        return {
+        out: Dict[str, Any] = {
             "path": self.path,
             "key": self.key,
             "source": self.kind,
-            "num_samples": self.num,
-            "num_available": self.total,
+            "num_samples": self.num or None if self.statistics is not None else self.num,
+            "num_available": self.total or None if self.statistics is not None else self.total,
         }
+        if self.layout is not None:
+            out.update(format=self.layout, extractor=self.made_with)
+        return out
 
 
-def _check_path(path_text: str, flag: str, has_extractor: bool) -> Path:
-    """The PATH of ``--real``/``--fake``, if it is an existing feature file or a folder of images."""
+def container_of(path: Path, flag: str, path_text: str) -> str:
+    """What kind of file ``path`` is by its first bytes (:func:`~lightning_prd.features.safe_pickle.sniff`)."""
+    from lightning_prd.features.safe_pickle import sniff
+
+    try:
+        return sniff(path)
+    except OSError as err:
+        raise CLIError(f"{flag} {path_text}: cannot read the file: {err.strerror or err}") from None
+
+
+def _check_path(path_text: str, flag: str, has_extractor: bool, *, by_content: bool = False) -> Path:
+    """The PATH of ``--real``/``--fake``, if it is an existing feature file or a folder of images.
+
+    With ``by_content`` (``--real``), a file of any other name is accepted when its first bytes are
+    those of a .npy, a .npz, a ``torch.save`` file or a pickle (a reference file of another tool).
+    """
+    from lightning_prd.features.safe_pickle import CONTAINERS
+
     path = Path(path_text).expanduser()
     if not path.exists():
         raise CLIError(f"{flag} {path_text}: no such file or directory")
@@ -230,17 +262,56 @@ def _check_path(path_text: str, flag: str, has_extractor: bool) -> Path:
                 f"(e.g. --extractor inception --weights FILE) to embed the images"
             )
     elif path.suffix.lower() not in FEATURE_SUFFIXES:
+        if by_content and container_of(path, flag, path_text) in CONTAINERS:
+            return path
+        others = ", a reference file of another tool (see --help)" if by_content else ""
         raise CLIError(
             f"{flag} {path_text}: unsupported file type {path.suffix or '(none)'!r}; expected "
-            f"{', '.join(FEATURE_SUFFIXES)} or a folder of PNG/JPEG images"
+            f"{', '.join(FEATURE_SUFFIXES)}{others} or a folder of PNG/JPEG images"
         )
     return path
 
 
-def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any, device: torch.device) -> _Source:
-    """Features ``[n, D]`` of one ``--real``/``--fake`` PATH (subsampled, extracted, checked)."""
-    path = _check_path(path_text, flag, extractor is not None)
-    progress = not args.quiet and sys.stderr.isatty()
+def key_of(args: argparse.Namespace, flag: str) -> Tuple[Optional[str], Optional[str]]:
+    """The entry ``--real-key``/``--fake-key`` (else ``--key``) names for ``flag``, and the option it came from."""
+    own_key = getattr(args, f"{flag[2:]}_key", None)
+    key: Optional[str] = own_key if own_key is not None else getattr(args, "key", None)
+    return key, None if key is None else (f"{flag}-key" if own_key is not None else "--key")
+
+
+def read_file(path: Path, path_text: str, flag: str, key: Optional[str], key_flag: Optional[str]) -> _Array:
+    """The array of a .npy / .npz / .pt / .pth file; every problem a :class:`CLIError` naming ``flag`` and the file."""
+    try:
+        return _read_array(path, key, key_flag)
+    except _Unreadable as err:
+        raise CLIError(f"{flag} {path_text}: cannot read the file: {err}") from err
+    except CLIError as err:
+        raise CLIError(f"{flag} {path_text}: {err}") from err
+    except Exception as err:  # noqa: BLE001 - unreadable file: one line naming it
+        reason = _load_error(path.suffix.lower(), err)
+        raise CLIError(f"{flag} {path_text}: cannot read the file: {reason}") from err
+
+
+def progress_on(args: argparse.Namespace) -> bool:
+    """Progress bars: on unless ``--quiet`` or stderr is not a terminal."""
+    return not args.quiet and sys.stderr.isatty()
+
+
+def load_set(
+    path_text: str,
+    flag: str,
+    args: argparse.Namespace,
+    extractor: Any,
+    device: torch.device,
+    *,
+    array: Optional[_Array] = None,
+) -> _Source:
+    """Features ``[n, D]`` of one ``--real``/``--fake`` PATH (subsampled, extracted, checked).
+
+    ``array``: the file's array when it was read already (:func:`read_file`).
+    """
+    path = _check_path(path_text, flag, extractor is not None, by_content=array is not None)
+    progress = progress_on(args)
     if path.is_dir():
         files = _image_files(path)
         rows = _subsample_rows(len(files), args.num_samples, args.seed)
@@ -257,18 +328,8 @@ def load_set(path_text: str, flag: str, args: argparse.Namespace, extractor: Any
             kind="images",
             total=len(files),
         )
-    own_key = getattr(args, f"{flag[2:]}_key")
-    key: Optional[str] = own_key if own_key is not None else args.key
-    key_flag = None if key is None else (f"{flag}-key" if own_key is not None else "--key")
-    try:
-        array = _read_array(path, key, key_flag)
-    except _Unreadable as err:
-        raise CLIError(f"{flag} {path_text}: cannot read the file: {err}") from err
-    except CLIError as err:
-        raise CLIError(f"{flag} {path_text}: {err}") from err
-    except Exception as err:  # noqa: BLE001 - unreadable file: one line naming it
-        reason = _load_error(path.suffix.lower(), err)
-        raise CLIError(f"{flag} {path_text}: cannot read the file: {reason}") from err
+    if array is None:
+        array = read_file(path, path_text, flag, *key_of(args, flag))
     data, where = array.data, path_text
     if isinstance(data, Tensor) and data.is_meta:
         raise CLIError(

@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence
 
 from lightning_prd.cli.checks import reject_unknown_flags
 from lightning_prd.cli.evaluate import run_evaluate
+from lightning_prd.cli.features import run_features
 from lightning_prd.cli.inputs import CLIError
 from lightning_prd.cli.parser import PROG, build_parser
 
@@ -37,7 +38,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     warnings.showwarning = _one_line_warning
     try:
-        return args.handler(args) if hasattr(args, "handler") else run_evaluate(args)
+        handler = getattr(args, "handler", None) or (run_features if args.command == "features" else run_evaluate)
+        return handler(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

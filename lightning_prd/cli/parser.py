@@ -1,10 +1,11 @@
-"""The ``lightning-prd`` argument parser: subcommands ``evaluate``, ``compare`` (here) and ``runs``
-(:mod:`lightning_prd.cli.runs`), their flags, help and epilog."""
+"""The ``lightning-prd`` argument parser: subcommands ``evaluate``, ``compare``, ``features`` (here; run by
+:mod:`lightning_prd.cli.evaluate` and :mod:`lightning_prd.cli.features`) and ``runs``
+(:mod:`lightning_prd.cli.runs`), their flags, help and epilogs."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Optional
+from typing import Any, Optional
 
 from lightning_prd import __version__
 from lightning_prd.cli.runs import add_runs_parser
@@ -23,6 +24,21 @@ inputs:
     .pt / .pth    a tensor, or the tensor named by --key (else the first one) of a dict
     folder/       PNG/JPEG images, searched recursively; needs --extractor
   With --extractor, files may also hold images [N, C, H, W] (uint8 0..255 or float 0..1).
+  --real also reads the reference files of other tools, told apart by content (any name):
+    form                             serves          detected by
+    lightning-prd features file      every score     entries features + provenance
+    dgm-eval representations         every score     entry reps
+    clean-fid KID features           every score     entry feats (*_custom_na_kid.npz)
+    NVlabs FeatureStats pickle       every score *   pickled fields (* with capture_all)
+    guided-diffusion VIRTUAL_*.npz   every score +   arr_0 uint8 [N,H,W,3] (+ embedded: --extractor)
+    FID statistics (pytorch-fid,     Frechet only    mu + sigma
+      clean-fid custom stats)
+    torch-fidelity statistics cache  Frechet only    mu + sigma in a torch.save dict
+    EDM2 reference .pkl              Frechet only    {{name: {{mu, sigma}}}}; --detector picks one
+  A file of statistics (mean, covariance) serves the Frechet distance alone: pass --only frechet;
+  the k-NN scores, PRD, alpha/beta and the rest need per-sample features ('lightning-prd features'
+  writes them once). The extractor a file names must be --extractor, which then embeds --fake only.
+  Pickles and torch.save files are read as data; one that asks to run code is refused.
   Features are floating point: float16/bfloat16 are read as float32 (the same scores as
   float32 files); integer and bool arrays are refused unless --extractor embeds them.
   --json and --plot are checked before any work; missing folders are created. They never
@@ -61,6 +77,9 @@ examples:
       --weights ~/weights/inception_v3_google-0cc3c7bd.pth --device cuda --plot prd.png
   {PROG} evaluate --real real.pt --fake fake.pt --num-samples 10000 --seed 1
   {PROG} compare --real real.npy --fake ep10.npy ep20.npy ep30.npy --labels 10 20 30 --plot curves.png
+  {PROG} features --real data/train_images --extractor inception --weights inception.pth --out real.npz
+  {PROG} evaluate --real real.npz --fake samples/ --extractor inception --weights inception.pth
+  {PROG} evaluate --real fid_stats.npz --fake samples.npy --only frechet
 """
 
 
@@ -118,6 +137,16 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         "--key", metavar="KEY", help="array name inside .npz files / tensor name inside .pt dicts (both sets)"
     )
     p.add_argument("--real-key", metavar="KEY", help="--key for the --real file only")
+    p.add_argument(
+        "--detector",
+        metavar="NAME",
+        help="which statistics of an EDM2 reference .pkl --real holds (fid, fd_dinov2); only for such a file",
+    )
+    p.add_argument(
+        "--only",
+        choices=("frechet",),
+        help="score the Frechet distance alone (what a --real of statistics, a mean and covariance, serves)",
+    )
     p.add_argument("--fake-key", metavar="KEY", help="--key for the --fake file(s) only")
     p.add_argument("--json", metavar="OUT", help="write every scalar score and the settings to this JSON file")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG with the PRD and alpha/beta curves (when available)")
@@ -206,6 +235,61 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
 
 
+FEATURES_EPILOG = f"""\
+output:
+  A .npz with two entries, which --real of evaluate and compare reads back (any file name):
+    features    float32 [N, D], the embedded samples in the order read (a folder: sorted paths)
+    provenance  JSON: format "lightning-prd/features", extractor, num_samples, num_features,
+                weights_sha256 (of --weights), preprocessing (input size, normalisation, resize)
+                and version (of lightning-prd), where known
+  evaluate --extractor must then name the same network (aliases resolved), which embeds --fake.
+  The file is written under a temporary name and renamed over --out, so a reader never sees a part
+  of it; --out may not be an input (another name for it, a hard or symbolic link, included).
+  Progress bar on stderr unless --quiet or stderr is not a terminal. Bad input: exit status 1.
+
+inputs (--real):
+  folder/            PNG/JPEG images, searched recursively
+  .npy / .npz / .pt  images [N, C, H, W] (uint8 0..255 or float 0..1); --key names the entry
+  VIRTUAL_*.npz      a guided-diffusion reference batch (arr_0 uint8 [N, H, W, 3]), by content
+
+examples:
+  {PROG} features --real data/train_images --extractor inception --weights inception.pth --out real.npz
+  {PROG} features --real VIRTUAL_imagenet64_labeled.npz --extractor dinov2 --out ref.npz --num-samples 5000
+"""
+
+
+def _add_features(sub: Any, fmt: Any) -> None:
+    """The ``features`` subcommand: embed a set once, write a features file with provenance."""
+    p = sub.add_parser(
+        "features",
+        help="embed a set once and write a features file with its provenance",
+        formatter_class=fmt,
+        epilog=FEATURES_EPILOG,
+        description="Embed the samples of --real (an image folder or a file of images) with --extractor and "
+        "write their features, with the extractor, its weights' SHA-256 and the preprocessing, to --out.",
+    )
+    p.add_argument("--real", required=True, metavar="PATH", help="the samples: an image folder or a file of images")
+    p.add_argument(
+        "--extractor", required=True, metavar="NAME", help="feature extractor: a registered name or module:callable"
+    )
+    p.add_argument("--weights", metavar="FILE", help="local weights file of the extractor (never downloaded)")
+    p.add_argument("--out", required=True, metavar="FILE.npz", help="the features file to write (.npz)")
+    p.add_argument("--key", metavar="KEY", help="array name inside a .npz / tensor name inside a .pt dict of images")
+    p.add_argument(
+        "--num-samples", type=_positive_int, metavar="N", help="embed a subsample of at most N, without replacement"
+    )
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="seed of the subsample (default: 0)")
+    p.add_argument(
+        "--batch-size", type=_positive_int, default=64, metavar="B", help="images per extractor batch (default: 64)"
+    )
+    p.add_argument(
+        "--device", default="auto", metavar="DEV", help="cpu, cuda, cuda:N or auto (default: cuda when available)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
+    p.set_defaults(real_key=None, detector=None, only=None)  # read by the loader evaluate shares
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lightning-prd`` argument parser (subcommands ``evaluate``, ``compare`` and ``runs``)."""
     from lightning_prd.features import available_extractors
@@ -221,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         "from saved features or image folders.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{evaluate,compare,runs}")
+    sub = parser.add_subparsers(dest="command", metavar="{evaluate,compare,features,runs}")
     ev = sub.add_parser(
         "evaluate",
         help="score one generated set against the real set",
@@ -238,5 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score each --fake set against --real: one table row per set, curves overlaid in --plot.",
     )
     _add_common(cmp, many_fakes=True)
+    _add_features(sub, fmt)
     add_runs_parser(sub, fmt)
     return parser

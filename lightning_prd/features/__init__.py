@@ -10,6 +10,9 @@
 * :func:`extract_features` — run an extractor over a tensor or a DataLoader in batches.
 * :func:`preprocess_images` — the explicit image preprocessing the image extractors share.
 * :class:`RealFeatureCache` — real features kept on disk across runs (``PRDCallback(cache_dir=...)``).
+* :func:`read_reference` — a reference set from a file this package or another tool wrote, told by
+  its content (:class:`ReferenceSet`: features, images or only their mean and covariance).
+* :func:`write_features` — a features file with its provenance, which :func:`read_reference` reads back.
 
 Imports: ``functional.engine`` (input checks) only; torchvision and open_clip when an extractor needs them.
 
@@ -33,7 +36,9 @@ from lightning_prd.features.images import (
     hub_checkpoint_dir,
     preprocess_images,
 )
+from lightning_prd.features.reference_files import ReferenceSet, read_reference
 from lightning_prd.features.registry import available_extractors, get_extractor, num_features_of, register_extractor
+from lightning_prd.features.writer import write_features
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -43,6 +48,7 @@ __all__ = [
     "ImageExtractor",
     "RandomConvNet",
     "RealFeatureCache",
+    "ReferenceSet",
     "as_float_images",
     "available_extractors",
     "describe_contract",
@@ -51,5 +57,7 @@ __all__ = [
     "hub_checkpoint_dir",
     "num_features_of",
     "preprocess_images",
+    "read_reference",
     "register_extractor",
+    "write_features",
 ]

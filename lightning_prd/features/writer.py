@@ -1,0 +1,146 @@
+"""Writing a features file with its provenance: the layout :func:`~lightning_prd.features.read_reference` reads back.
+
+:func:`write_features` writes a ``.npz`` with two entries: ``features``, the float ``[N, D]`` array
+(float16/bfloat16 stored as float32, float32 and float64 as they are), and ``provenance``, a JSON
+object stored as a 0-d unicode array: ``"format": "lightning-prd/features"``, ``"num_samples"`` (N),
+``"num_features"`` (D), and where known ``"extractor"`` (the network's name), ``"weights_sha256"``
+(SHA-256 of the weights file), ``"preprocessing"`` (what was done to the samples before the network)
+and ``"version"`` (of this package).
+
+The write is atomic: the file is written under a temporary name in the target's folder, flushed
+to disk and renamed over the target, so a reader sees the old file or the whole new one, never a
+part. A target that is one of ``inputs`` (compared by identity: a hard or symbolic link of an
+input is that input) is refused before anything is written.
+
+Example:
+    >>> import os, tempfile
+    >>> import torch
+    >>> from lightning_prd.features import read_reference
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "real.npz")
+    ...     provenance = write_features(path, torch.ones(5, 3), extractor="random-cnn", version="1.0")
+    ...     ref = read_reference(path)
+    >>> ref.source, ref.extractor, ref.provenance["num_samples"], tuple(ref.features.shape)
+    ('lightning-prd', 'random-cnn', 5, (5, 3))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Union
+
+import numpy as np
+
+from lightning_prd.features.reference_files import PROVENANCE_FORMAT
+from lightning_prd.functional.engine.inputs import as_features
+
+#: the distribution whose version is recorded when none is given
+DISTRIBUTION = "lightning-prd"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def sha256_of(path: PathLike, chunk: int = 1 << 20) -> str:
+    """The SHA-256 of a file's bytes, as a hex string (read in ``chunk``-byte pieces)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for piece in iter(lambda: handle.read(chunk), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def _installed_version() -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_features(
+    path: PathLike,
+    features: Any,
+    *,
+    extractor: Optional[str] = None,
+    weights: Optional[PathLike] = None,
+    preprocessing: Any = None,
+    version: Optional[str] = None,
+    inputs: Sequence[PathLike] = (),
+) -> Dict[str, Any]:
+    """Write ``features`` ``[N, D]`` and their provenance to the ``.npz`` file ``path``, atomically.
+
+    Args:
+        path: the target; must end in ``.npz``. Missing parent folders are not created.
+        features: a tensor or array ``[N, D]`` of finite floats, ``N >= 1``.
+        extractor: the name of the network that made them (``"inception"``, ``"random-cnn"``).
+        weights: the weights file of that network; its SHA-256 is recorded (the path is not).
+        preprocessing: what was done to the samples before the network (a string or a
+            JSON-serialisable dict, e.g. the input size and normalisation).
+        version: the version of this package to record; default: the installed distribution's.
+        inputs: the files the features were made from; ``path`` may be none of them.
+
+    Returns:
+        The provenance dict written.
+
+    Raises:
+        ValueError: ``path`` does not end in ``.npz``, is a folder or one of ``inputs``; features
+            that are not finite floats ``[N, D]``; ``preprocessing`` that is not JSON-serialisable.
+        TypeError: integer, bool or complex features.
+        OSError: the file cannot be written (nothing is left behind under the temporary name).
+    """
+    target = Path(path)
+    if target.suffix.lower() != ".npz":
+        raise ValueError(f"Expected argument `path` to name a .npz file, but got {str(path)!r}")
+    if target.is_dir():
+        raise ValueError(f"Expected argument `path` to name a file, but {target} is a directory")
+    for source in inputs:
+        if _same_file(target, Path(source)):
+            raise ValueError(f"Expected argument `path` not to be an input, but {target} is the input {source}")
+    x = as_features(features, "features").cpu()
+    provenance: Dict[str, Any] = {
+        "format": PROVENANCE_FORMAT,
+        "num_samples": int(x.shape[0]),
+        "num_features": int(x.shape[1]),
+    }
+    if extractor is not None:
+        provenance["extractor"] = str(extractor)
+    if weights is not None:
+        provenance["weights_sha256"] = sha256_of(weights)
+    if preprocessing is not None:
+        provenance["preprocessing"] = preprocessing
+    found = version if version is not None else _installed_version()
+    if found is not None:
+        provenance["version"] = str(found)
+    try:
+        text = json.dumps(provenance, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"Expected argument `preprocessing` to be JSON-serialisable, but {err}") from None
+    _write_atomic(target, x.numpy(), text)
+    return provenance
+
+
+def _write_atomic(target: Path, array: np.ndarray, provenance: str) -> None:
+    """``np.savez`` to a temporary file beside ``target``, flushed, then renamed over it."""
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # permissions as the umask gives a new file
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, features=array, provenance=np.array(provenance))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
