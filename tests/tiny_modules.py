@@ -103,3 +103,33 @@ def quiet_settings(tmp_path, callbacks, max_epochs=1, **overrides):
 def quiet_trainer(tmp_path, callbacks, max_epochs=1, **kwargs):
     """A ``pytorch_lightning`` Trainer with :func:`quiet_settings`, writing under ``tmp_path``."""
     return pl.Trainer(**quiet_settings(tmp_path, callbacks, max_epochs, **kwargs))
+
+
+def sample_gaussian(pl_module, n):
+    """A ``sample_fn`` importable by path (``tiny_modules:sample_gaussian``): ``n`` points of N(0, I) in 2-D,
+    from the global generator (the callback seeds it)."""
+    return torch.randn(n, 2)
+
+
+class TinyGenerator(GaussianSampler):
+    """:class:`GaussianSampler` whose one parameter trains on the datamodule's batches (for LightningCLI)."""
+
+    def __init__(self, lr: float = 0.1):
+        super().__init__()
+        self.lr = lr
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+class PointsData(pl.LightningDataModule):
+    """``num_points`` seeded 2-D points; ``train_dataloader`` shuffles them (as a training loader does)."""
+
+    def __init__(self, num_points: int = 64, batch_size: int = 16, seed: int = 0):
+        super().__init__()
+        self.num_points, self.batch_size, self.seed = num_points, batch_size, seed
+        self.points = torch.randn(num_points, 2, generator=torch.Generator().manual_seed(seed))
+
+    def train_dataloader(self):
+        g = torch.Generator().manual_seed(self.seed + 1)
+        return DataLoader(TensorDataset(self.points), batch_size=self.batch_size, shuffle=True, generator=g)

@@ -3,21 +3,23 @@
 The core uses the trainer and module only through attributes shared by ``pytorch_lightning`` and
 ``lightning.pytorch``; :mod:`lightning_prd.callback.pl_callback` mixes it with
 ``pytorch_lightning.Callback`` and :mod:`lightning_prd.lightning` with ``lightning.pytorch.Callback``.
-Which real rows a rank embeds is :mod:`~lightning_prd.callback.sharding`, the logging
-:mod:`~lightning_prd.callback.publish`, the fixed noise :mod:`~lightning_prd.callback.rng`.
+The real side (``real`` resolved, read, embedded) is :mod:`~lightning_prd.callback.real_side`, the
+logging :mod:`~lightning_prd.callback.publish`, the fixed noise :mod:`~lightning_prd.callback.rng`.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.utils.data import DataLoader
 
-from lightning_prd.callback.options import build_metric, check_bool, check_callable, check_real, is_scalar
+from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_extractor, resolve_sample_fn
 from lightning_prd.callback.publish import log_samples, log_scores, sample_grids
+from lightning_prd.callback.real_side import RealSide
 from lightning_prd.callback.rng import COMPUTE_STREAM, REAL_STREAM, fixed_rng, preserved_rng, stream_seed
 from lightning_prd.callback.schedule import (
     fit_ends_after_epoch,
@@ -26,8 +28,8 @@ from lightning_prd.callback.schedule import (
     validation_ends_epoch,
     warn_plain_early_stopping,
 )
-from lightning_prd.callback.sharding import check_samplers_agree, rank_shard, real_chunks
-from lightning_prd.callback.sources import draw, extract, fake_role, generator_name, update_fake
+from lightning_prd.callback.sharding import rank_shard
+from lightning_prd.callback.sources import draw, fake_role, generator_name, update_fake
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
 from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
@@ -36,20 +38,20 @@ from lightning_prd.loggers.factory import adapter_for
 SampleFn = Callable[[Any, int], Tensor]
 
 
-class PRDCallbackCore:
+class PRDCallbackCore(RealSide):
     """Everything of :class:`PRDCallback` except its Lightning base class (see that class)."""
 
     def __init__(
         self,
-        real: Union[Tensor, Iterable[Any]],
+        real: Union[str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]],
         *,
-        sample_fn: Optional[SampleFn] = None,
-        feature_extractor: Optional[Callable[[Tensor], Tensor]] = None,
+        sample_fn: Union[None, str, SampleFn] = None,
+        feature_extractor: Union[None, str, Dict[str, Any], nn.Module, Callable[[Tensor], Tensor]] = None,
         num_samples: int = 2048,
         num_real: Optional[int] = None,
         every_n_epochs: int = 1,
         prefix: str = "prd/",
-        metric: Union[None, Mapping[str, Any], Any] = None,
+        metric: Union[None, Dict[str, Any], Any] = None,
         seed: int = 0,
         log_curves: bool = True,
         batch_size: int = 1024,
@@ -58,14 +60,10 @@ class PRDCallbackCore:
         evaluate_on_train_end: bool = True,
         cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
     ) -> None:
-        check_real(real)
-        check_callable(sample_fn, "sample_fn", "callable as sample_fn(pl_module, n)")
-        check_callable(feature_extractor, "feature_extractor", "callable")
+        self.sample_fn = resolve_sample_fn(sample_fn)
+        self.feature_extractor, self._extractor_name = resolve_extractor(feature_extractor)
         if not isinstance(prefix, str):
             raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
-        self.real = real
-        self.sample_fn = sample_fn
-        self.feature_extractor = feature_extractor
         self.num_samples = check_positive_int(num_samples, "num_samples")
         self.num_real = None if num_real is None else check_positive_int(num_real, "num_real")
         self.every_n_epochs = check_positive_int(every_n_epochs, "every_n_epochs")
@@ -81,7 +79,8 @@ class PRDCallbackCore:
             cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
         )
         if self.cache is not None:
-            check_cacheable(feature_extractor, self.cache.name)  # fail early
+            check_cacheable(self.feature_extractor, self.cache.name)  # fail early
+        self.real = real  # resolved and checked (RealSide)
         self._images: List[Tensor] = []
         #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
         self.history: List[Dict[str, float]] = []
@@ -111,6 +110,7 @@ class PRDCallbackCore:
             warn_plain_early_stopping(trainer, self.prefix, self.every_n_epochs)
             self._adapters = None
             self._clear_real()
+            self._bind_real(trainer)
             self._last_epoch = None
             if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the state
                 self.history, self.prd_curves, self._scored_step = [], [], None
@@ -196,36 +196,9 @@ class PRDCallbackCore:
             for m, mode in modes:
                 m.training = mode  # per module, not recursive: submodules keep their own flags
             self.metric.reset()
-            if getattr(self.metric, "reset_real_features", True):
+            if getattr(self.metric, "reset_real_features", True) or self._source.kind == "statistics":
                 self._real_ready = False
         return result
-
-    def _update_real(self, device: torch.device, rank: int, world: int) -> None:
-        check_samplers_agree(self.real, rank, world)
-        try:
-            if self.cache is None:
-                feats: Iterable[Tensor] = (self._features(x, device) for x in self._real_chunks(rank, world))
-            else:
-                feats = self.cache.real_features(
-                    self.feature_extractor,
-                    lambda: self._real_chunks(rank, world),
-                    lambda x: self._features(x, device),
-                    num_real=self.num_real,
-                    rank=rank,
-                    world=world,
-                    device=device,
-                    chunk_rows=self.batch_size,
-                )
-            for f in feats:
-                try:
-                    self.metric.update(f.to(device), real=True)
-                except (ValueError, TypeError) as err:  # name the callback's argument, not the metric's
-                    kind = TypeError if isinstance(err, TypeError) else ValueError
-                    raise kind(f"{err} (in the features of argument `real`)") from err
-        except BaseException:
-            self._clear_real()  # no half-extracted real set survives a failure
-            raise
-        self._real_ready = True
 
     def _publish(
         self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False
@@ -273,25 +246,3 @@ class PRDCallbackCore:
         """``n`` generated samples, checked (:func:`~lightning_prd.callback.sources.draw`)."""
         fn, name = self.sample_fn, generator_name(self.sample_fn, pl_module)
         return draw(lambda: fn(pl_module, n) if fn is not None else pl_module.sample(n), name, n)
-
-    def _features(self, x: Tensor, device: torch.device, role: str = "the samples of argument `real`") -> Tensor:
-        """Features of the samples ``x`` (``role`` names them in the extractor's errors)."""
-        x = x.to(device)
-        if self.feature_extractor is None:
-            return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
-        return extract(self.feature_extractor, x, role)
-
-    def _real_chunks(self, rank: int, world: int) -> Iterator[Tensor]:
-        """This rank's real rows, in order (:func:`~lightning_prd.callback.sharding.real_chunks`)."""
-        return real_chunks(self.real, self.num_real, self.batch_size, rank, world)
-
-    def _clear_real(self) -> None:
-        """Drop cached real features (a new fit may shard the real set differently)."""
-        keep = getattr(self.metric, "reset_real_features", None)
-        if keep is False:
-            self.metric.reset_real_features = True
-            self.metric.reset()
-            self.metric.reset_real_features = False
-        else:
-            self.metric.reset()
-        self._real_ready = False

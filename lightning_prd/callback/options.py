@@ -1,13 +1,21 @@
-"""The callback's arguments checked (``real``, the callables, the switches), the ``metric`` argument turned
-into a Metric, and which results are logged as scalars."""
+"""The callback's arguments checked (``real``, the callables, the switches), ``sample_fn`` and
+``feature_extractor`` given by name turned into callables, the ``metric`` argument turned into a Metric,
+and which results are logged as scalars.
+
+**Rule.** A ``sample_fn`` or ``feature_extractor`` that cannot be turned into a callable (an import path
+that does not import, an unknown extractor name, an extractor whose weights are missing) raises
+``TypeError`` at construction, one line naming the argument and the value, chained to the cause.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Union
+import importlib
+from typing import Any, Iterable, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from lightning_prd.features.registry import available_extractors, get_extractor
 from lightning_prd.functional.engine.inputs import non_finite_rows
 from lightning_prd.metrics.generative import GenerativeMetrics
 
@@ -24,7 +32,8 @@ def check_real(real: Any) -> None:
             )
     elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
         raise TypeError(
-            f"Expected argument `real` to be a tensor or a DataLoader of real samples, but got {type(real).__name__}"
+            f"Expected argument `real` to be a tensor or a DataLoader of real samples, a path or "
+            f"'datamodule:<split>', but got {type(real).__name__}"
         )
 
 
@@ -33,6 +42,71 @@ def check_callable(value: Any, name: str, how: str) -> None:
     if value is not None and not callable(value):
         shown = repr(value) if name == "sample_fn" else type(value).__name__
         raise TypeError(f"Expected argument `{name}` to be {how}, but got {shown}")
+
+
+def resolve_sample_fn(value: Any) -> Any:
+    """``value`` itself, or the callable an import path ``"package.module:function"`` (or
+    ``"package.module.function"``) names."""
+    if not isinstance(value, str):
+        check_callable(value, "sample_fn", "callable as sample_fn(pl_module, n)")
+        return value
+    module_name, sep, attr = value.strip().partition(":")
+    if not sep:
+        module_name, _, attr = module_name.rpartition(".")
+    expected = "a callable or the import path 'package.module:function' of one"
+    if not module_name or not attr:
+        raise TypeError(f"Expected argument `sample_fn` to be {expected}, but got {value!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        problem = f"{value!r} fails to import: {err}"
+        raise TypeError(f"Expected argument `sample_fn` to be {expected}, but {problem}") from err
+    if not callable(obj):
+        raise TypeError(f"Expected argument `sample_fn` to be {expected}, but {value!r} is a {type(obj).__name__}")
+    return obj
+
+
+def resolve_extractor(value: Any) -> Tuple[Any, Optional[str]]:
+    """``(extractor, registry name)``: ``value`` itself (name ``None``), or the extractor
+    :func:`~lightning_prd.features.get_extractor` builds from a name (``"inception"``,
+    ``"module:callable"``), a dict ``{"name": ..., "weights": ..., **options}`` or a dict
+    ``{"class_path": "package.module.Class", "init_args": {...}}`` (name ``None``)."""
+    if isinstance(value, Mapping) and "class_path" in value:
+        return _from_class_path(value), None
+    if isinstance(value, Mapping):
+        options = dict(value)
+        name = options.pop("name", None)
+        if not isinstance(name, str):
+            raise TypeError(f"Expected argument `feature_extractor` to be a dict with a 'name', but got {value!r}")
+    elif isinstance(value, str):
+        name, options = value, {}
+    else:
+        check_callable(value, "feature_extractor", "callable")
+        return value, None
+    try:
+        extractor = get_extractor(name, **options)
+    except (ValueError, TypeError, ImportError, OSError) as err:
+        if str(err).startswith("Expected argument `name`"):  # an unknown name
+            raise TypeError(
+                f"Expected argument `feature_extractor` to be one of {available_extractors()}, 'module:callable', "
+                f"a dict with a 'name' or a callable, but got {value!r}"
+            ) from err
+        raise TypeError(f"Expected argument `feature_extractor` {value!r} to build an extractor, but {err}") from err
+    return extractor, name.strip()
+
+
+def _from_class_path(value: Mapping[str, Any]) -> Any:
+    path, init_args = value["class_path"], value.get("init_args") or {}
+    module_name, _, attr = str(path).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+        extractor = cls(**init_args)
+    except (ImportError, AttributeError, ValueError, TypeError, OSError) as err:
+        raise TypeError(f"Expected argument `feature_extractor` {dict(value)!r} to build, but {err}") from err
+    check_callable(extractor, "feature_extractor", "callable")
+    return extractor
 
 
 def check_bool(value: Any, name: str) -> bool:

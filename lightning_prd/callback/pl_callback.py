@@ -35,32 +35,69 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     evaluation) and kept, with their k-NN radii, by ``GenerativeMetrics(reset_real_features=False)``.
 
     Args:
-        real: a tensor of real samples ``[N, ...]`` or a DataLoader (any iterable) of batches
-            (a tensor, or a tuple/list whose first item is the tensor). A plain DataLoader must
-            yield the same rows in the same order on every rank (``shuffle=False``; a shuffling
-            one raises under DDP); its size is ``len(loader.dataset)`` (or counted in one pass);
-            each rank reads it up to the end of its block and embeds only its rows. A DataLoader
-            with a ``DistributedSampler`` is read as this rank's shard **without the padding
-            duplicates** the sampler adds when the world size does not divide the dataset
-            (:mod:`lightning_prd.samplers`): the k-NN scores equal the single-process ones; the
-            gathered order differs, so PRD's seeded clustering (and Fréchet's last digits) may too.
-        sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples. Default:
+        real: the real set, one of (:mod:`~lightning_prd.callback.real_sources`):
+
+            * a tensor of real samples ``[N, ...]`` or a DataLoader (any iterable) of batches
+              (a tensor, or a tuple/list whose first item is the tensor). A plain DataLoader must
+              yield the same rows in the same order on every rank (``shuffle=False``; a shuffling
+              one raises under DDP); its size is ``len(loader.dataset)`` (or counted in one pass);
+              each rank reads it up to the end of its block and embeds only its rows. A DataLoader
+              with a ``DistributedSampler`` is read as this rank's shard **without the padding
+              duplicates** the sampler adds when the world size does not divide the dataset
+              (:mod:`lightning_prd.samplers`): the k-NN scores equal the single-process ones; the
+              gathered order differs, so PRD's seeded clustering (and Fréchet's last digits) may too.
+            * ``"datamodule:train"``, ``"datamodule:val"``, ``"datamodule:test"`` or
+              ``"datamodule:predict"``: in ``setup`` the callback calls that loader hook of
+              ``trainer.datamodule`` once (``ValueError`` naming the value when there is no datamodule
+              or it defines no such hook) and reads **its dataset in index order**, with the loader's
+              batch size, ``collate_fn`` and ``num_workers`` but not its sampler: a shuffling train
+              loader gives the same rows, in the same order, on every rank and in every fit (an
+              iterable-style dataset is read as the loader yields it). Then as a DataLoader above.
+            * a path (``str`` or ``os.PathLike``) to a folder: its ``.png``/``.jpg``/``.jpeg`` files,
+              recursively, in sorted path order, as uint8 RGB ``[B, 3, H, W]``, embedded with
+              ``feature_extractor`` (required; Pillow needed). A batch of mixed sizes is resized to
+              the extractor's ``input_size``.
+            * a path to a file that :func:`~lightning_prd.features.reference_files.read_reference`
+              reads (told by its content: ``.npy``/``.npz``/``torch.save``/pickle; our features
+              files, clean-fid, torch-fidelity, dgm-eval, NVlabs, EDM2, pytorch-fid,
+              guided-diffusion). **Per-sample features are used as they are**: never passed
+              through ``feature_extractor`` (which still embeds the generated samples), the first
+              ``num_real`` rows, rank ``r`` taking its :func:`rank_shard` block, the disk cache not
+              used. guided-diffusion's images are embedded like a tensor of images. A file of
+              statistics only (``mu``/``sigma``) serves the Fréchet distance: the metric must ask
+              for nothing else, e.g. ``metric=dict(k_precision_recall=None, k_density_coverage=None,
+              prd=False, alpha_beta=False, probabilistic=False, pr_cover=False)`` (else
+              ``ValueError`` at construction saying what the file holds and what would serve), and
+              its mean and covariance go to ``metric.set_real_statistics`` before each evaluation.
+              When the file names the network that made it and ``feature_extractor`` was given by
+              name, different networks raise ``ValueError``; when the names cannot settle it, or the
+              file names none, one warning says the features must come from the same network.
+
+            A missing path, an empty image folder or an unreadable file raises at construction,
+            naming ``real`` and the path. A string starting with ``datamodule:`` is never a path.
+        sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples, or its import
+            path ``"package.module:function"`` (or ``"package.module.function"``), imported at
+            construction (``TypeError`` when it does not import or is not callable). Default:
             ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
             Called with ``n <= batch_size``, repeatedly, inside the seeded RNG. Floating-point
             samples must be finite; errors about the generated samples or their features name
             ``sample_fn`` (or ``<Module>.sample``), and errors of the extractor name ``feature_extractor``.
         feature_extractor: module or callable mapping a batch of samples to ``[n, D]`` features,
             applied to real and generated samples alike, under ``no_grad`` in eval mode (an
-            ``nn.Module`` is moved to the module's device). Default: identity (samples
+            ``nn.Module`` is moved to the module's device). Also a registered name
+            (``"inception"``, ``"random-cnn"``, ``"module:callable"``; :func:`~lightning_prd.features.get_extractor`),
+            a dict ``{"name": ..., "weights": PATH, **options}`` built the same way, or
+            ``{"class_path": ..., "init_args": {...}}``; one that cannot be built raises
+            ``TypeError`` at construction, naming the value and why. Default: identity (samples
             flattened to ``[n, -1]``).
         num_samples: generated samples per evaluation, over all ranks.
         num_real: use at most this many real samples (the first ones); default all.
         every_n_epochs: evaluate every N epochs.
         prefix: key prefix of everything logged.
         metric: ``None`` (``GenerativeMetrics(reset_real_features=False)``), a dict of
-            ``GenerativeMetrics`` options, or a Metric with ``update(features, real: bool)``,
-            ``compute() -> dict`` and ``reset()``. With ``reset_real_features=True`` the real
-            features are extracted again at each evaluation.
+            ``GenerativeMetrics`` options (a mapping in a LightningCLI config), or a Metric with
+            ``update(features, real: bool)``, ``compute() -> dict`` and ``reset()``. With
+            ``reset_real_features=True`` the real features are extracted again at each evaluation.
         seed: base seed of the fixed noise.
         log_curves: log curves and figures (scalars are always logged).
         batch_size: chunk size for sampling and feature extraction.
@@ -80,6 +117,18 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             the features, so an extractor that refills one output buffer is cached as computed. The
             key is described in :mod:`lightning_prd.features.cache`; a plain function as extractor
             needs ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache.
+
+    **In a LightningCLI config** every argument takes a plain YAML value: ``real`` a path or
+    ``datamodule:<split>``, ``sample_fn`` an import path, ``feature_extractor`` a name or a mapping,
+    ``metric`` a mapping of options, ``cache_dir`` a path (``examples/config.yaml``):
+
+        trainer:
+          callbacks:
+            - class_path: lightning_prd.PRDCallback
+              init_args:
+                real: datamodule:train
+                num_samples: 512
+                metric: {prd: false, alpha_beta: false}
 
     Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
     ``compute()`` is logged as ``P<name>``; with the default metric:

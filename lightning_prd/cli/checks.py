@@ -20,7 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from lightning_prd.cli.inputs import IMAGE_SUFFIXES, CLIError, _image_files
+from lightning_prd.cli.inputs import CLIError, _image_files
+from lightning_prd.features.image_folder import IMAGE_SUFFIXES
 
 _Identity = Tuple[int, int]
 

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.features.image_folder import image_batches, image_files
 from lightning_prd.functional.engine.inputs import NARROW_FLOATS, as_features, non_finite_rows, torch_compatible
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 FEATURE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
 
@@ -157,43 +157,23 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
 
 
 def _image_files(folder: Path) -> List[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
-
-
-def _read_image(path: Path, flag: str) -> Tensor:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            array = np.asarray(image.convert("RGB"))
-    except (UnidentifiedImageError, OSError) as err:
-        raise CLIError(f"{flag}: cannot read image {path}: {_first_sentence(err)}") from err
-    return torch.from_numpy(array.copy()).permute(2, 0, 1)
+    return image_files(folder)
 
 
 def _image_batches(
     files: Sequence[Path], batch_size: int, size: Optional[Tuple[int, int]], folder: Path, flag: str
 ) -> Iterator[Tensor]:
     """uint8 ``[B, 3, H, W]`` batches; a batch of mixed sizes is resized to ``size`` (float [0, 1])."""
-    import torch.nn.functional as F
-
-    for start in range(0, len(files), batch_size):
-        images = [_read_image(p, flag) for p in files[start : start + batch_size]]
-        shapes = sorted({tuple(im.shape[1:]) for im in images})
-        if len(shapes) == 1:
-            yield torch.stack(images)
-            continue
-        if size is None:
-            sizes = " and ".join(f"{h}x{w}" for h, w in shapes[:2])
-            raise CLIError(
-                f"{flag} {folder}: the images have different sizes ({sizes}) and the extractor declares no "
-                f"input_size to resize them to"
-            )
-        resized = [
-            F.interpolate(im[None].float() / 255, size=size, mode="bilinear", align_corners=False, antialias=True)
-            for im in images
-        ]
-        yield torch.cat(resized).clamp(0.0, 1.0)
+    return image_batches(
+        files,
+        batch_size,
+        size,
+        unreadable=lambda path, err: CLIError(f"{flag}: cannot read image {path}: {_first_sentence(err)}"),
+        mixed=lambda sizes: CLIError(
+            f"{flag} {folder}: the images have different sizes ({sizes}) and the extractor declares no "
+            f"input_size to resize them to"
+        ),
+    )
 
 
 @dataclass

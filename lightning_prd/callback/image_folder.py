@@ -1,0 +1,54 @@
+"""A folder of real images as the callback reads it: the files, in order, and this rank's block of them.
+
+**Rule.** The images are the ``.png``, ``.jpg`` and ``.jpeg`` files below the folder (recursively), in
+sorted path order; ``num_real`` keeps the first ones. Rank ``r`` of ``W`` decodes only its block
+(:func:`~lightning_prd.callback.sharding.rank_shard`), in batches of ``batch_size``, each image
+converted to RGB and given as uint8 ``[B, 3, H, W]``. A batch whose images differ in size is resized
+to the extractor's ``input_size`` (float in [0, 1], bilinear, antialiased), as ``lightning-prd
+evaluate`` does; without an ``input_size`` it raises. Reading needs Pillow (the ``images`` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Optional, Sequence, Tuple
+
+from torch import Tensor
+
+from lightning_prd.callback.sharding import rank_shard
+from lightning_prd.features.image_folder import image_batches
+
+
+def require_pillow(folder: str) -> None:
+    try:
+        import PIL.Image  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"Reading the image folder of argument `real` ({folder}) needs Pillow: pip install 'lightning-prd[images]'"
+        ) from err
+
+
+def _unreadable(path: Path, err: Exception) -> ValueError:
+    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return ValueError(f"Expected argument `real` to be a folder of readable images, but {path}: {reason}")
+
+
+def image_chunks(
+    files: Sequence[Path],
+    num_real: Optional[int],
+    batch_size: int,
+    rank: int,
+    world: int,
+    size: Optional[Tuple[int, int]],
+    folder: str,
+) -> Iterator[Tensor]:
+    """This rank's images of ``files`` (the first ``num_real``), in batches (module docstring)."""
+    mine = rank_shard(min(len(files), num_real or len(files)), rank, world)
+
+    def mixed(sizes: str) -> ValueError:
+        return ValueError(
+            f"Expected the images of argument `real` ({folder}) to share one size, but they hold {sizes} and "
+            "`feature_extractor` declares no input_size to resize them to"
+        )
+
+    yield from image_batches(files[mine.start : mine.stop], batch_size, size, unreadable=_unreadable, mixed=mixed)

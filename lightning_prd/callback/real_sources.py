@@ -1,0 +1,238 @@
+"""What the callback's ``real`` argument names, resolved: samples to embed, features to use as they are,
+statistics for the Fréchet distance, or a loader of the trainer's datamodule.
+
+**Rule.** ``real`` is resolved once, at construction (the datamodule's loader in ``setup``), and every
+problem is one line naming ``real`` (or the argument at fault) and the value:
+
+* a tensor or a DataLoader (any iterable of batches): samples, embedded with ``feature_extractor``;
+* ``"datamodule:train"`` (``val``, ``test``, ``predict``): in ``setup``, ``trainer.datamodule.<split>_dataloader()``
+  read in index order (:func:`in_order`), then as a DataLoader;
+* a folder: its PNG/JPEG images (:mod:`~lightning_prd.callback.image_folder`), embedded; needs a
+  ``feature_extractor``;
+* a file, read by :func:`~lightning_prd.features.reference_files.read_reference` (recognised by its
+  content): per-sample features are used **as they are**, never passed through ``feature_extractor``;
+  guided-diffusion's images are embedded; a file of statistics only (``mu``/``sigma``) serves the
+  Fréchet distance, so the metric must ask for nothing else (:func:`check_statistics_serve`).
+
+A file that says which network made its features is checked against ``feature_extractor``
+(:func:`check_network`).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, List, Mapping, Optional
+
+from torch.utils.data import DataLoader, IterableDataset
+
+from lightning_prd.callback.image_folder import require_pillow
+from lightning_prd.callback.options import check_real
+from lightning_prd.callback.sources import RENAMED, renamed
+from lightning_prd.features import registry
+from lightning_prd.features.image_folder import image_files
+from lightning_prd.features.reference_files import ReferenceSet, read_reference
+
+DATAMODULE = "datamodule:"
+SPLITS = ("train", "val", "test", "predict")
+#: network names other tools write -> (the registry name of that network, True when it is exactly that network)
+FOREIGN_NAMES = {
+    "inception-v3-tf": ("fid-inception", True),
+    "dinov2-vit-l14": ("dinov2", False),
+}
+#: dgm-eval's ``model`` names: its "inception" is the FID Inception (with its own resize); its DINOv2 and CLIP
+#: are ViT-L/14
+DGM_EVAL_NAMES = {"inception": ("fid-inception", False), "dinov2": ("dinov2", False), "clip": ("clip", False)}
+#: GenerativeMetrics options that turn a family off with None rather than False
+OFF_WITH_NONE = ("k_precision_recall", "k_density_coverage", "error_bars")
+
+
+class RealPathNotFoundError(FileNotFoundError, TypeError):
+    """``real`` names no existing file or folder: a ``FileNotFoundError``, and a ``TypeError`` as any
+    ``real`` that is none of the accepted forms."""
+
+
+@dataclass
+class RealSource:
+    """``real`` resolved. ``kind``: ``"samples"`` (a tensor or loader to embed), ``"images"`` (``rows`` is the
+    list of image files), ``"features"`` (``rows`` is the ``[N, D]`` tensor), ``"statistics"`` (``rows`` is
+    ``None``) or ``"datamodule"`` (``rows`` is the loader once :func:`bind_datamodule` ran)."""
+
+    kind: str
+    rows: Any = None
+    path: str = ""
+    reference: Optional[ReferenceSet] = None
+    split: str = ""
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the rows go through ``feature_extractor`` (everything but a file's features)."""
+        return self.kind in ("samples", "images", "datamodule")
+
+
+def resolve_real(real: Any, has_extractor: bool) -> RealSource:
+    """``real`` resolved at construction (module docstring); the datamodule's loader waits for ``setup``."""
+    if isinstance(real, str) and real.startswith(DATAMODULE):
+        split = real[len(DATAMODULE) :]
+        if split not in SPLITS:
+            choices = ", ".join(repr(DATAMODULE + s) for s in SPLITS)
+            raise ValueError(f"Expected argument `real` to be one of {choices} to read a datamodule, but got {real!r}")
+        return RealSource("datamodule", split=split)
+    if isinstance(real, (str, os.PathLike)):
+        return _from_path(os.fspath(real), has_extractor)
+    check_real(real)
+    return RealSource("samples", real)
+
+
+def _from_path(text: str, has_extractor: bool) -> RealSource:
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise RealPathNotFoundError(f"Expected argument `real` to be an existing path, but {text} does not exist")
+    if path.is_dir():
+        files = image_files(path)
+        if not files:
+            raise ValueError(f"Expected argument `real` to be a folder of PNG/JPEG images, but {text} holds none")
+        _need_extractor(has_extractor, f"{text} (an image folder of {len(files):,} images)")
+        require_pillow(text)
+        return RealSource("images", files, path=text)
+    ref = read_reference(path, name="real")
+    if ref.features is not None:
+        return RealSource("features", ref.features, path=text, reference=ref)
+    if ref.images is not None:
+        _need_extractor(has_extractor, f"{text} ({ref.source}: {ref.images.shape[0]:,} images)")
+        return RealSource("samples", ref.images.permute(0, 3, 1, 2), path=text, reference=ref)
+    return RealSource("statistics", path=text, reference=ref)
+
+
+def _need_extractor(has_extractor: bool, what: str) -> None:
+    if not has_extractor:
+        raise ValueError(
+            f"Expected argument `feature_extractor` to embed the images of argument `real`, {what}, but got None: "
+            "pass an image extractor, e.g. feature_extractor='inception' or {'name': 'inception', 'weights': PATH}"
+        )
+
+
+def bind_datamodule(source: RealSource, trainer: Any, batch_size: int) -> None:
+    """``source.rows`` = the trainer's datamodule's ``<split>_dataloader()``, read in index order."""
+    value = f"{DATAMODULE}{source.split}"
+    datamodule = getattr(trainer, "datamodule", None)
+    if datamodule is None:
+        raise ValueError(
+            f"Expected argument `real`={value!r} to name a loader of the trainer's datamodule, but the trainer has "
+            "no datamodule: call trainer.fit(model, datamodule=...) or pass the real samples themselves"
+        )
+    hook = f"{source.split}_dataloader"
+    owner = next((c for c in type(datamodule).__mro__ if hook in vars(c)), None)
+    if owner is None or owner.__module__.split(".")[0] in ("pytorch_lightning", "lightning", "lightning_fabric"):
+        raise ValueError(
+            f"Expected argument `real`={value!r} to name a loader of the trainer's datamodule, but "
+            f"{type(datamodule).__name__} defines no {hook}()"
+        )
+    try:
+        loader = getattr(datamodule, hook)()
+    except RENAMED as err:
+        raise renamed(err, f"`real`={value!r}: {type(datamodule).__name__}.{hook}() failed: {err}") from err
+    if isinstance(loader, (list, tuple)) and len(loader) == 1:
+        loader = loader[0]
+    if isinstance(loader, (list, tuple, Mapping, str, bytes)) or not isinstance(loader, Iterable):
+        shown = f"{type(loader).__name__} of {len(loader)}" if isinstance(loader, (list, tuple, Mapping)) else ""
+        raise TypeError(
+            f"Expected argument `real`={value!r} to give one DataLoader, but {type(datamodule).__name__}.{hook}() "
+            f"returned {shown or type(loader).__name__}"
+        )
+    source.rows = in_order(loader, batch_size)
+
+
+def in_order(loader: Any, batch_size: int) -> Any:
+    """A DataLoader over the same dataset in index order (no sampler, no shuffling, no rows dropped), with the
+    loader's batch size (``batch_size`` when it has none), ``collate_fn`` and ``num_workers``; an
+    iterable-style dataset or another iterable as it is."""
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return loader
+    return DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size or batch_size,
+        shuffle=False,
+        collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers,
+    )
+
+
+def check_statistics_serve(source: RealSource, metric: Any, log_images: bool) -> None:
+    """A statistics-only file serves the Fréchet distance alone: the metric must take statistics and, when it
+    is a :class:`~lightning_prd.GenerativeMetrics`, ask for nothing that needs per-sample real features."""
+    ref = source.reference
+    if ref is None:
+        return
+    where = f"{source.path} ({ref.source})"
+    if not callable(getattr(metric, "set_real_statistics", None)):
+        raise ValueError(
+            f"Expected argument `metric` to take real statistics (a set_real_statistics method), as argument "
+            f"`real` ({where}) holds only a mean and covariance, but got {type(metric).__name__}"
+        )
+    beyond = getattr(metric, "_scores_beyond_frechet", None)  # GenerativeMetrics' options beyond the Fréchet distance
+    frechet = bool(getattr(getattr(metric, "plan", None), "frechet", True))
+    on: List[str] = list(beyond()) if callable(beyond) else []
+    if not on and frechet:
+        return
+    offs = [f"{o}={None if o in OFF_WITH_NONE else False}" for o in on if not (o == "per_sample" and log_images)]
+    offs += [] if frechet else ["frechet=True"]
+    fix = f"metric=dict({', '.join(offs)})" + (" and log_images=False" if log_images else "")
+    asked = ", ".join(on) or "frechet=False"
+    try:
+        ref.require_features(f"the scores `metric` asks for besides the Fréchet distance ({asked})")
+    except ValueError as err:
+        raise ValueError(f"{err}; or pass {fix} for the Fréchet distance alone") from None
+
+
+def check_network(source: RealSource, extractor_name: Optional[str], extractor: Any) -> None:
+    """The network a features or statistics file names against the callback's ``feature_extractor``:
+    different networks raise ``ValueError``; where the names cannot settle it, one warning."""
+    ref = source.reference
+    if ref is None or source.embedded:
+        return
+    where = f"{source.path} ({ref.source})"
+    what = "features" if ref.features is not None else "statistics"
+    ours = None if extractor_name is None else _canonical(extractor_name)
+    if extractor_name is not None:
+        whose = f"the generated samples' features (`feature_extractor`={extractor_name!r})"
+    elif extractor is not None:
+        whose = f"the generated samples' features (`feature_extractor`: {type(extractor).__name__})"
+    else:
+        whose = "the generated samples (`feature_extractor`=None: compared as they are)"
+    if ref.extractor is None:
+        _warn(
+            f"The real {what} of argument `real` ({where}) do not say which network made them: {whose} must "
+            "come from that same network, or every score compares two different embeddings"
+        )
+        return
+    theirs = _canonical(ref.extractor)
+    if ref.source == "lightning-prd":
+        family, exact = theirs, True
+    else:
+        family, exact = (DGM_EVAL_NAMES if ref.source == "dgm-eval" else FOREIGN_NAMES).get(theirs, (theirs, False))
+    known = family in registry.available_extractors() or family in {f for f, _ in FOREIGN_NAMES.values()}
+    if ours is not None and ours == family and exact:
+        return
+    if ours is not None and ours != family and (known or ref.source == "lightning-prd"):
+        raise ValueError(
+            f"Expected argument `feature_extractor` to be the network that made the {what} of argument `real` "
+            f"({ref.extractor!r}, {where}), but got {extractor_name!r}"
+        )
+    _warn(
+        f"The real {what} of argument `real` ({where}) were made with {ref.extractor!r}: {whose} must come "
+        "from that very network (architecture, weights and preprocessing), or every score compares two different "
+        "embeddings"
+    )
+
+
+def _canonical(name: str) -> str:
+    key = name.strip().lower()
+    aliases: Mapping[str, str] = getattr(registry, "_ALIASES", {})
+    return aliases.get(key, key)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, UserWarning, stacklevel=5)  # the caller of PRDCallback(...)
