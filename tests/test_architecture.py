@@ -153,3 +153,4 @@ def test_every_folder_says_what_it_is_for():
     for init in sorted(PACKAGE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and len(doc.split()) >= 8, f"{init.relative_to(PACKAGE.parent)} has no module docstring"
+        assert "import" in doc.lower(), f"{init.relative_to(PACKAGE.parent)} does not say what it may import"

@@ -11,6 +11,10 @@
 other, with log_dir    :class:`CSVAdapter`
 other                  :class:`LoggerAdapter`: scalars only
 =====================  ==============================================================
+
+The base (:mod:`~lightning_prd.loggers.base`) knows no adapter; the factory
+(:mod:`~lightning_prd.loggers.factory`) picks one. Imports: ``runs`` only (the figures); ``wandb`` when
+an adapter needs it.
 """
 
 from lightning_prd.loggers.base import LoggerAdapter
