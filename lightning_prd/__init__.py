@@ -2,6 +2,8 @@
 
 Public API: the Metric classes and the Lightning callback below, :mod:`lightning_prd.functional`
 (pure functions), :mod:`lightning_prd.features` (extractors) and the ``lightning-prd`` command.
+The package's layers, and which folder may import which, are in ``docs/architecture.md``; this module
+imports only ``callback`` and ``metrics``.
 """
 
 from lightning_prd.callback import PRDCallback, PRDEarlyStopping
