@@ -195,7 +195,7 @@ def check_network(source: RealSource, extractor_name: Optional[str], extractor: 
         return
     where = f"{source.path} ({ref.source})"
     what = "features" if ref.features is not None else "statistics"
-    ours = None if extractor_name is None else _canonical(extractor_name)
+    ours = None if extractor_name is None else registry.canonical_name(extractor_name)
     if extractor_name is not None:
         whose = f"the generated samples' features (`feature_extractor`={extractor_name!r})"
     elif extractor is not None:
@@ -208,7 +208,7 @@ def check_network(source: RealSource, extractor_name: Optional[str], extractor: 
             "come from that same network, or every score compares two different embeddings"
         )
         return
-    theirs = _canonical(ref.extractor)
+    theirs = registry.canonical_name(ref.extractor)
     if ref.source == "lightning-prd":
         family, exact = theirs, True
     else:
@@ -226,12 +226,6 @@ def check_network(source: RealSource, extractor_name: Optional[str], extractor: 
         "from that very network (architecture, weights and preprocessing), or every score compares two different "
         "embeddings"
     )
-
-
-def _canonical(name: str) -> str:
-    key = name.strip().lower()
-    aliases: Mapping[str, str] = getattr(registry, "_ALIASES", {})
-    return aliases.get(key, key)
 
 
 def _warn(message: str) -> None:

@@ -24,7 +24,8 @@ from lightning_prd import __version__
 from lightning_prd.cli.checks import check_outputs
 from lightning_prd.cli.evaluate import _device, _extractor
 from lightning_prd.cli.inputs import CLIError, _check_path
-from lightning_prd.cli.reference import canonical_extractor, load_set
+from lightning_prd.cli.reference import load_set
+from lightning_prd.features.registry import canonical_name
 
 
 def preprocessing_of(extractor: Any) -> Optional[Any]:
@@ -65,7 +66,7 @@ def run_features(args: argparse.Namespace) -> int:
         raise CLIError(f"--weights {args.weights}: no such file")
     extractor = _extractor(args, device)
     real = load_set(args.real, "--real", args, extractor, device, embed_only=True)
-    name = args.extractor if ":" in args.extractor else canonical_extractor(args.extractor)
+    name = args.extractor if ":" in args.extractor else canonical_name(args.extractor)
     weights = None if args.weights is None else Path(args.weights).expanduser()
     try:
         Path(args.out).expanduser().parent.mkdir(parents=True, exist_ok=True)

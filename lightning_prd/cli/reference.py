@@ -51,7 +51,8 @@ from lightning_prd.cli.inputs import (
     read_file,
 )
 from lightning_prd.cli.inputs import load_set as load_plain
-from lightning_prd.features.reference_files import ReferenceSet, read_reference
+from lightning_prd.features.reference_files import NAMED_LAYOUTS, ReferenceSet, read_reference
+from lightning_prd.features.registry import canonical_name
 
 #: the containers the plain reader takes for each suffix; anything else is read by content
 _PLAIN = {
@@ -62,13 +63,9 @@ _PLAIN = {
 }
 #: the entry names that make a file of entries another tool's layout, in the order
 #: :func:`read_reference` tries them, with the entry holding its features (None: none, or not one entry)
-LAYOUT_ENTRIES: Sequence[Tuple[Tuple[str, ...], Optional[str]]] = (
-    (("capture_all", "num_items", "raw_mean", "raw_cov"), None),  # NVlabs FeatureStats
-    (("features", "provenance"), "features"),  # lightning-prd
-    (("reps",), "reps"),  # dgm-eval
-    (("feats",), "feats"),  # clean-fid KID features
-    (("arr_0",), "arr_0"),  # guided-diffusion, when arr_0 holds uint8 [N, H, W, 3] images
-    (("mu", "sigma"), None),  # FID statistics, torch-fidelity statistics
+LAYOUT_ENTRIES: Sequence[Tuple[Tuple[str, ...], Optional[str]]] = tuple(
+    (needed, entry)
+    for _, needed, entry in NAMED_LAYOUTS  # (the entries a layout needs, its features' entry)
 )
 #: the scores a statistics file cannot serve, as its error names them
 NEEDS_FEATURES = (
@@ -76,14 +73,6 @@ NEEDS_FEATURES = (
     "and every score but the Fréchet distance"
 )
 ONLY_FRECHET = "pass --only frechet to score the Fréchet distance alone"
-
-
-def canonical_extractor(name: str) -> str:
-    """An extractor's name as the registry keys it: aliases resolved, case and spaces ignored."""
-    from lightning_prd.features.registry import _ALIASES
-
-    key = name.strip().lower()
-    return _ALIASES.get(key, key)
 
 
 def _header_is_images(archive: np.lib.npyio.NpzFile, entry: str) -> bool:
@@ -192,7 +181,7 @@ def _check_extractor(ref: ReferenceSet, where: str, what: str, args: argparse.Na
             f"--real {where} does not say which extractor made its {what}; --fake is embedded with "
             f"--extractor {args.extractor}: make sure it is the same network",
         )
-    elif canonical_extractor(ref.extractor) != canonical_extractor(args.extractor):
+    elif canonical_name(ref.extractor) != canonical_name(args.extractor):
         raise CLIError(
             f"--extractor {args.extractor}: --real {where} holds {what} made with {ref.extractor!r}, not "
             f"{args.extractor!r}; embed --fake with the network of --real, or pass --fake as features it made "

@@ -67,7 +67,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -291,17 +291,11 @@ def _is_images(value: Any) -> bool:
 
 def _layout(names: List[str], get: Callable[[str], Any], ctx: _Ctx) -> Optional[str]:
     have = set(names)
-    if {"capture_all", "num_items", "raw_mean", "raw_cov"} <= have:
-        return "nvlabs"
-    if {"features", "provenance"} <= have:
-        return "lightning-prd"
-    for entry, layout in (("reps", "dgm-eval"), ("feats", "clean-fid")):
-        if entry in have:
+    for layout, needed, _ in NAMED_LAYOUTS:
+        if set(needed) <= have and (layout != "guided-diffusion" or _is_images(get("arr_0"))):
+            if layout == "mu-sigma":
+                return "torch-fidelity" if ctx.container == "torch" else "fid-stats"
             return layout
-    if "arr_0" in have and _is_images(get("arr_0")):
-        return "guided-diffusion"
-    if {"mu", "sigma"} <= have:
-        return "torch-fidelity" if ctx.container == "torch" else "fid-stats"
     if ctx.container == "pickle" and any(_is_stats(get(n)) for n in names):
         return "edm2"
     return "array" if len(names) == 1 else None
@@ -440,5 +434,17 @@ def _edm2(names: List[str], get: Callable[[str], Any], ctx: _Ctx, detector: Any)
     return {"num_samples": num, "extractor": EDM2_DETECTORS.get(detector, detector), "entry": detector, **stats}
 
 
+#: layouts told by entry names, tried in order: (layout, the entries it needs, the entry of its per-sample rows);
+#: guided-diffusion's needs uint8 [N, H, W, 3] images in arr_0; "mu-sigma": torch-fidelity's in a torch.save dict
+NAMED_LAYOUTS: Tuple[Tuple[str, Tuple[str, ...], Optional[str]], ...] = (
+    ("nvlabs", ("capture_all", "num_items", "raw_mean", "raw_cov"), None),
+    ("lightning-prd", ("features", "provenance"), "features"),
+    ("dgm-eval", ("reps",), "reps"),
+    ("clean-fid", ("feats",), "feats"),
+    ("guided-diffusion", ("arr_0",), "arr_0"),
+    ("mu-sigma", ("mu", "sigma"), None),
+)
 #: the entry each features layout keeps its per-sample features in
-_FEATURE_ENTRY = {"lightning-prd": "features", "dgm-eval": "reps", "clean-fid": "feats"}
+_FEATURE_ENTRY = {
+    layout: entry for layout, _, entry in NAMED_LAYOUTS if entry is not None and layout != "guided-diffusion"
+}

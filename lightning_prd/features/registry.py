@@ -98,6 +98,17 @@ _ALIASES = {
 _IMPORT_NAME = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
+def canonical_name(name: str) -> str:
+    """An extractor's name as the registry keys it: aliases resolved, case and surrounding spaces ignored.
+
+    Example:
+        >>> canonical_name(" VGG-16 "), canonical_name("random-cnn")
+        ('vgg16', 'random-cnn')
+    """
+    key = name.strip().lower()
+    return _ALIASES.get(key, key)
+
+
 def available_extractors() -> List[str]:
     """The registered names (aliases not included)."""
     return sorted(_REGISTRY)
@@ -174,8 +185,7 @@ def get_extractor(
     """
     if not isinstance(name, str):
         raise TypeError(f"Expected argument `name` to be a string, but got {type(name).__name__}")
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
+    key = canonical_name(name)
     if key in _REGISTRY:
         extractor = _REGISTRY[key](weights=weights, **options)
     elif _IMPORT_NAME.match(name.strip()):
