@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from lightning_prd.cli.inputs import CLIError, _image_files
-from lightning_prd.features.image_folder import IMAGE_SUFFIXES
+from lightning_prd.cli.inputs import CLIError
+from lightning_prd.features.image_folder import IMAGE_SUFFIXES, image_files
 
 _Identity = Tuple[int, int]
 
@@ -103,7 +103,7 @@ def _inputs(inputs: Sequence[Tuple[str, str]]) -> Tuple[Dict[_Identity, str], Di
             ident = _identity(path)
             if ident is not None:
                 folders.setdefault(ident, f"{flag} {text}")
-            for image in _image_files(path):
+            for image in image_files(path):
                 ident = _identity(image)
                 if ident is not None:
                     files.setdefault(ident, f"an image of {flag} {text}")

@@ -14,7 +14,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -156,10 +156,6 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
     return _Array(obj, None if name is None else str(name), picked, keys)
 
 
-def _image_files(folder: Path) -> List[Path]:
-    return image_files(folder)
-
-
 def _image_batches(
     files: Sequence[Path], batch_size: int, size: Optional[Tuple[int, int]], folder: Path, flag: str
 ) -> Iterator[Tensor]:
@@ -234,7 +230,7 @@ def _check_path(path_text: str, flag: str, has_extractor: bool, *, by_content: b
     if not path.exists():
         raise CLIError(f"{flag} {path_text}: no such file or directory")
     if path.is_dir():
-        if not _image_files(path):
+        if not image_files(path):
             raise CLIError(f"{flag} {path_text}: no PNG/JPEG images found in this folder")
         if not has_extractor:
             raise CLIError(
@@ -293,7 +289,7 @@ def load_set(
     path = _check_path(path_text, flag, extractor is not None, by_content=array is not None)
     progress = progress_on(args)
     if path.is_dir():
-        files = _image_files(path)
+        files = image_files(path)
         rows = _subsample_rows(len(files), args.num_samples, args.seed)
         kept = files if rows is None else [files[i] for i in rows.tolist()]
         batches = _Counted(
