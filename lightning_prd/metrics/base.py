@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -15,6 +15,10 @@ from lightning_prd.functional.engine.inputs import as_features, check_block_byte
 from lightning_prd.functional.engine.one_pass import RealSide
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
+
+#: the sets ``update`` accepts beside ``real`` and ``fake`` once a metric enables them
+EXTRA_ROLES = ("test",)
+ALL_ROLES = ("real", "fake") + EXTRA_ROLES
 
 
 class FeatureMetric(Metric):
@@ -82,6 +86,8 @@ class FeatureMetric(Metric):
             raise ValueError(f"Expected argument `split_work` to be a bool, but got {split_work!r}")
         self.split_work = split_work
         self._real_cache: Optional[RealSide] = None
+        self._roles: Tuple[str, ...] = ("real", "fake")
+        self._labels_on = False
         self.add_state("real_features", [], dist_reduce_fx="cat")
         self.add_state("fake_features", [], dist_reduce_fx="cat")
         if not reset_real_features:
@@ -90,8 +96,72 @@ class FeatureMetric(Metric):
             # metric that keeps its real set apart from members that reset theirs (empty, it costs no sync).
             self.add_state("keeps_real_features", [], dist_reduce_fx=None)
 
-    def update(self, features: Any, real: bool) -> None:
-        """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set.
+    def enable_role(self, role: str) -> None:
+        """Accept ``update(features, role=role)`` for a set beside ``real`` and ``fake``: ``"test"``, a
+        held-out real set (the data-copying and likelihood scores compare generated samples with the
+        training set ``real`` and this one). Its state ``test_features`` is kept across ``reset()`` like
+        the real set when ``reset_real_features`` is False."""
+        if role not in EXTRA_ROLES:
+            raise ValueError(f"Expected argument `role` to be one of {EXTRA_ROLES}, but got {role!r}")
+        if role not in self._roles:
+            self._roles = self._roles + (role,)
+            self.add_state(f"{role}_features", [], dist_reduce_fx="cat")
+            if self._labels_on:
+                self.add_state(f"{role}_labels", [], dist_reduce_fx="cat")
+
+    def enable_labels(self) -> None:
+        """Accept ``update(features, real=..., labels=...)``: one integer class label per sample, kept in
+        the states ``<role>_labels`` beside the features (gathered with them under DDP, in the same order)."""
+        if not self._labels_on:
+            self._labels_on = True
+            for role in self._roles:
+                self.add_state(f"{role}_labels", [], dist_reduce_fx="cat")
+
+    def _role_of(self, real: Optional[bool], role: Optional[str]) -> str:
+        if role is None:
+            if not isinstance(real, bool):
+                raise TypeError(f"Expected argument `real` to be a bool (True for real samples), but got {real!r}")
+            return "real" if real else "fake"
+        if not isinstance(role, str) or role not in ALL_ROLES:
+            raise ValueError(f"Expected argument `role` to be one of {ALL_ROLES}, but got {role!r}")
+        if real is not None and (not isinstance(real, bool) or ("real" if real else "fake") != role):
+            raise ValueError(f"Expected either `real` or `role`, but got real={real!r} and role={role!r}")
+        if role not in self._roles:
+            raise ValueError(
+                f"Expected argument `role` to be one of {self._roles} for this metric, but got {role!r}: "
+                f"a {role!r} set serves only the scores that ask for one"
+            )
+        return role
+
+    def _check_labels(self, labels: Any, rows: int, device: torch.device) -> Optional[Tensor]:
+        if labels is None:
+            if self._labels_on:
+                raise ValueError(
+                    "Expected argument `labels` (one class label per sample) for a metric with per-class scores, "
+                    "but got None"
+                )
+            return None
+        if not self._labels_on:
+            raise ValueError(
+                "Expected no argument `labels` for a metric without per-class scores, but got labels "
+                "(switch per-class scores on to use them)"
+            )
+        lab = torch.as_tensor(labels)
+        if lab.dtype == torch.bool or lab.is_floating_point() or lab.is_complex():
+            raise TypeError(f"Expected argument `labels` to hold integers, but got dtype {lab.dtype}")
+        if lab.ndim != 1 or lab.shape[0] != rows:
+            raise ValueError(
+                f"Expected argument `labels` of shape ({rows},), one per sample of `features`, "
+                f"but got shape {tuple(lab.shape)}"
+            )
+        return lab.to(device=device, dtype=torch.long).clone()
+
+    def update(
+        self, features: Any, real: Optional[bool] = None, *, role: Optional[str] = None, labels: Any = None
+    ) -> None:
+        """Add a batch of samples (passed through ``feature_extractor``) to the real or generated set
+        (``real=True`` / ``False``), or to the set ``role`` names (``"real"``, ``"fake"``, or ``"test"``
+        once :meth:`enable_role` accepts it); ``labels`` (with :meth:`enable_labels`) gives each sample's class.
 
         A rejected batch raises ``ValueError``/``TypeError`` and leaves the accumulated
         features untouched. The metric stores its own copy of every batch (unless validation
@@ -101,10 +171,10 @@ class FeatureMetric(Metric):
         ``MetricCollection`` compute group share list objects, and each member's ``forward``
         must not add the batch to the others' lists.
         """
-        if not isinstance(real, bool):
-            raise TypeError(f"Expected argument `real` to be a bool (True for real samples), but got {real!r}")
+        which = self._role_of(real, role)
         out = self.feature_extractor(features)
         feats = as_features(out, "features", allow_empty=True).detach()
+        lab = self._check_labels(labels, feats.shape[0], feats.device)
         first = self._first_accumulated()
         if first is not None and feats.shape[1] != first.shape[1]:
             raise ValueError(
@@ -120,14 +190,20 @@ class FeatureMetric(Metric):
         if _shares_memory(feats, out):
             feats = feats.clone()
         if first is None and feats.shape[0]:  # the first samples fix the width: drop empty batches of another
-            for other in ("real_features", "fake_features"):
-                state = getattr(self, other)
+            for other in self._roles:
+                state = getattr(self, f"{other}_features")
                 if isinstance(state, list) and any(t.shape[1:] != feats.shape[1:] for t in state):
-                    setattr(self, other, [t for t in state if t.shape[1:] == feats.shape[1:]])
-        name = "real_features" if real else "fake_features"
-        setattr(self, name, list(getattr(self, name)) + [feats.contiguous()])
+                    keep = [i for i, t in enumerate(state) if t.shape[1:] == feats.shape[1:]]
+                    setattr(self, f"{other}_features", [state[i] for i in keep])
+                    if self._labels_on:
+                        setattr(self, f"{other}_labels", [getattr(self, f"{other}_labels")[i] for i in keep])
+        setattr(self, f"{which}_features", list(getattr(self, f"{which}_features")) + [feats.contiguous()])
+        if lab is not None:
+            setattr(self, f"{which}_labels", list(getattr(self, f"{which}_labels")) + [lab])
 
-    def forward(self, features: Any, real: bool) -> None:
+    def forward(
+        self, features: Any, real: Optional[bool] = None, *, role: Optional[str] = None, labels: Any = None
+    ) -> None:
         """``metric(features, real=...)`` accumulates like :meth:`update` and returns ``None``.
 
         torchmetrics' ``forward`` also computes the score of the batch alone, which for a set
@@ -135,12 +211,12 @@ class FeatureMetric(Metric):
         not those of the whole set): it raised, and the reset it does for the batch value then
         dropped the features accumulated so far. Call :meth:`compute` for the score.
         """
-        self.update(features, real=real)
+        self.update(features, real=real, role=role, labels=labels)
         self._forward_cache = None
         return None
 
     def _first_accumulated(self) -> Optional[Tensor]:
-        for state in (self.real_features, self.fake_features):
+        for state in (getattr(self, f"{role}_features") for role in self._roles):
             tensors = state if isinstance(state, list) else [state]
             for t in tensors:
                 if t.ndim == 2 and t.shape[0]:  # (an empty batch does not fix the width)
@@ -159,6 +235,15 @@ class FeatureMetric(Metric):
                 f"No {which} features accumulated: call `update(features, real={which == 'real'})` before `compute()`"
             )
         return feats
+
+    def _labels(self, which: str) -> Tensor:
+        """The class labels of the ``which`` set, in the order of its features (``[n]`` int64)."""
+        if not self._labels_on:
+            raise ValueError("Expected a metric with per-class scores (labels), but it takes none")
+        state = getattr(self, f"{which}_labels")
+        if isinstance(state, list):
+            return torch.cat([t.reshape(-1) for t in state]).long() if state else torch.zeros(0, dtype=torch.long)
+        return state.reshape(-1).long()
 
     def real_side(self, real: Tensor) -> Optional[RealSide]:
         """The cached real side (``knn_pass`` reuses it only if it still matches ``real``)."""
@@ -185,9 +270,16 @@ class FeatureMetric(Metric):
             self._real_cache = None
             super().reset()
             return
-        kept = list(self.real_features)  # the base reset clears list states in place
+        kept = {  # the base reset clears list states in place; the real-data sets are kept
+            name: list(getattr(self, name))
+            for role in self._roles
+            if role != "fake"
+            for name in (f"{role}_features", f"{role}_labels")
+            if hasattr(self, name) and name in self._defaults
+        }
         super().reset()
-        self.real_features = kept
+        for name, value in kept.items():
+            setattr(self, name, value)
 
     def plot(self, val: Optional[Any] = None, ax: Optional[Any] = None) -> Any:
         """Plot the scalar scores (one call) or their history (a list of ``compute()`` results)."""

@@ -5,8 +5,8 @@ number of dimensions. A rank that received no samples contributes the placeholde
 ``torch.tensor([])`` (shape ``(0,)``, the metric's default dtype) while the others hold
 ``[n, D]`` features: the shape exchange then mismatches and the job crashes or hangs. This
 gather exchanges ``(rows, width, dtype)`` first, reshapes empty placeholders to ``(0, D)``,
-promotes every rank to the widest floating dtype, pads to the largest row count, gathers,
-and trims.
+promotes every rank to the widest floating dtype (int64 class labels stay int64), pads to the
+largest row count, gathers, and trims.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64]
 
 
 def _code(dtype: torch.dtype) -> int:
@@ -43,7 +43,11 @@ def gather_features(x: Tensor, group: Optional[Any] = None) -> List[Tensor]:
     if not widths:  # nothing anywhere: keep torchmetrics' empty placeholder
         return [x.new_zeros((0,)) for _ in range(world)]
     dim = widths.pop()
-    dtype = torch.float64 if any(_DTYPES[int(m[2])] == torch.float64 for m in metas) else torch.float32
+    held = {_DTYPES[int(m[2])] for m in metas if int(m[0]) > 0}
+    if held == {torch.int64}:  # class labels: kept exact
+        dtype = torch.int64
+    else:
+        dtype = torch.float64 if any(_DTYPES[int(m[2])] == torch.float64 for m in metas) else torch.float32
     x = x.reshape(rows, dim).to(dtype)
     counts = [int(m[0]) for m in metas]
     padded = x.new_zeros((max(counts), dim))
