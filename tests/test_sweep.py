@@ -113,3 +113,114 @@ def test_bad_arguments(real):
         sweep_knob(lambda v, n: torch.randn(n + 1, 2), real, [1.0], num_samples=10)
     with pytest.raises(TypeError, match="metric_factory"):
         sweep_knob(toy_generate, real, [1.0], num_samples=10, metric_factory=3)
+
+
+# --- the Pareto front of a sweep -------------------------------------------------------------------
+
+
+def _brute_front(xs, ys, maximize=(True, True)):
+    """Indices no other point dominates (>= on both oriented scores, > on one), by increasing x: O(n^2)."""
+    s = [1 if m else -1 for m in maximize]
+    front = [
+        i
+        for i in range(len(xs))
+        if not any(
+            s[0] * xs[j] >= s[0] * xs[i]
+            and s[1] * ys[j] >= s[1] * ys[i]
+            and (s[0] * xs[j] > s[0] * xs[i] or s[1] * ys[j] > s[1] * ys[i])
+            for j in range(len(xs))
+        )
+    ]
+    return sorted(front, key=lambda i: (xs[i], i))
+
+
+def _front_artists(ax):
+    lines = [c for c in ax.collections if c.get_gid() == "pareto_front"]
+    rings = [c for c in ax.collections if c.get_gid() == "pareto_front_points"]
+    return lines, rings
+
+
+def test_result_holds_the_precision_recall_front(result):
+    assert result.front_axes == ("recall", "precision") and result.front_maximize == (True, True)
+    assert result.front == _brute_front(result["recall"], result["precision"])
+    assert result.pareto_front() == result.front
+    # lower is better for the Fréchet distance
+    want = _brute_front(result["coverage"], result["frechet_distance"], (True, False))
+    assert result.pareto_front("coverage", "frechet_distance", maximize=(True, False)) == want
+    as_dict = result.as_dict()
+    assert as_dict["front"] == result.front and as_dict["front_axes"] == ["recall", "precision"]
+
+
+def test_front_of_any_two_scores(real):
+    res = sweep_knob(
+        toy_generate,
+        real,
+        [0.5, 1.0, 2.0],
+        num_samples=100,
+        front=("coverage", "frechet_distance"),
+        maximize=(True, False),
+    )
+    assert res.front_axes == ("coverage", "frechet_distance") and res.front_maximize == (True, False)
+    assert res.front == _brute_front(res["coverage"], res["frechet_distance"], (True, False))
+
+
+def test_front_on_a_sweep_with_a_dominated_value():
+    scores = {"precision": [0.9, 0.6, 0.7, 0.7, 0.2], "recall": [0.3, 0.5, 0.6, 0.6, 0.6]}
+    res = SweepResult(values=[0.5, 0.7, 1.0, 1.0, 2.0], scores=scores)
+    # 0.7 is beaten by 1.0 on both; 2.0 ties 1.0 on recall and is worse on precision; the 1.0 duplicates stay
+    assert res.pareto_front() == [0, 2, 3] == _brute_front(scores["recall"], scores["precision"])
+
+
+def test_front_missing_scores(real):
+    from lightning_prd import FrechetDistance
+
+    calls = []
+
+    def generate(scale, n):
+        calls.append(scale)
+        return toy_generate(scale, n)
+
+    # the default front on a metric without recall/precision: no front
+    res = sweep_knob(toy_generate, real, [0.5, 1.0], num_samples=50, metric_factory=FrechetDistance)
+    assert res.front is None and set(res.scores) == {"frechet_distance"}
+    # a front asked for by name fails after the first value, naming the argument
+    with pytest.raises(ValueError, match=r"`front` to name two of the sweep's scores, but \['kid'\] is not among"):
+        sweep_knob(generate, real, [0.5, 1.0, 2.0], num_samples=50, front=("kid", "recall"))
+    assert calls == [0.5]
+    for bad in ("recall", ("recall",), ("recall", 3)):
+        with pytest.raises(ValueError, match="`front` to be a pair of score names"):
+            sweep_knob(toy_generate, real, [1.0], num_samples=10, front=bad)
+    with pytest.raises(ValueError, match="`maximize` to be a pair of bools"):
+        sweep_knob(toy_generate, real, [1.0], num_samples=10, maximize=(1, 1))
+
+
+def test_plot_marks_the_front():
+    scores = {
+        "precision": [0.9, 0.6, 0.7, 0.2],
+        "recall": [0.3, 0.5, 0.6, 0.6],
+        "frechet_distance": [5.0, 1.0, 3.0, 2.0],
+    }
+    res = SweepResult(values=[0.5, 0.7, 1.0, 2.0], scores=scores)
+    fig = plot_sweep(res, knob="ψ=")
+    ax = fig.axes[0]
+    (line,), (rings,) = _front_artists(ax)
+    want = _brute_front(scores["recall"], scores["precision"])  # [0, 2]
+    points = [[scores["recall"][i], scores["precision"][i]] for i in want]
+    assert line.get_segments()[0].tolist() == points and rings.get_offsets().tolist() == points
+    assert line.get_label() == "Pareto front"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["Pareto front"]
+    assert len(ax.lines) == 1 and len(ax.texts) == 4  # the path and its value labels are unchanged
+    # lower is better on y: the directions change the front
+    fig = plot_sweep(res, x="recall", y="frechet_distance", maximize=(True, False), label="toy")
+    (line,), _ = _front_artists(fig.axes[0])
+    want = _brute_front(scores["recall"], scores["frechet_distance"], (True, False))  # [1, 3]
+    assert line.get_segments()[0].tolist() == [[scores["recall"][i], scores["frechet_distance"][i]] for i in want]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["toy", "toy: Pareto front"]
+    # the stored directions are used for the stored axes, from the dict form too
+    stored = SweepResult(values=res.values, scores=scores, front_axes=("recall", "frechet_distance"))
+    stored.front_maximize = (True, False)
+    (line,), _ = _front_artists(plot_sweep(stored.as_dict(), x="recall", y="frechet_distance").axes[0])
+    assert len(line.get_segments()[0]) == len(want)
+    assert _front_artists(plot_sweep(res, front=False).axes[0]) == ([], [])
+    with pytest.raises(ValueError, match="`front` to be a bool"):
+        plot_sweep(res, front="yes")
