@@ -31,9 +31,9 @@ from lightning_prd.features import RandomConvNet
 class Timed(PRDCallback):
     """Records the duration of each evaluation."""
 
-    def _evaluate(self, trainer, pl_module):
+    def _evaluate(self, trainer, pl_module, *args, **kwargs):
         t0 = time.perf_counter()
-        super()._evaluate(trainer, pl_module)
+        super()._evaluate(trainer, pl_module, *args, **kwargs)
         self.timings = getattr(self, "timings", []) + [time.perf_counter() - t0]
 
 

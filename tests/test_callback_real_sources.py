@@ -4,6 +4,7 @@ statistics files and the trainer's datamodule, each through a real Trainer fit, 
 from __future__ import annotations
 
 import json
+import pickle
 import warnings
 
 import numpy as np
@@ -238,7 +239,7 @@ def _stats_file(folder):
     ("make", "error", "match"),
     [
         (lambda p: dict(real=str(p / "missing.npy")), FileNotFoundError, r"`real` .*missing\.npy does not exist"),
-        (lambda p: dict(real=p / "missing"), TypeError, r"`real` .*missing does not exist"),
+        (lambda p: dict(real=p / "missing"), FileNotFoundError, r"`real` .*missing does not exist"),
         (
             lambda p: dict(real=_stats_file(p)),
             ValueError,
@@ -305,3 +306,96 @@ def test_datamodule_without_the_loader_raises_in_setup(tmp_path, real, datamodul
     with pytest.raises(ValueError, match=match) as info:
         _fit(tmp_path, cb, TinyGenerator(), datamodule=datamodule)
     assert "\n" not in str(info.value) and cb.history == []
+
+
+def test_a_missing_path_is_a_file_not_found_error_only(tmp_path):
+    for value in (str(tmp_path / "missing.npz"), tmp_path / "missing"):
+        with pytest.raises(FileNotFoundError) as info:
+            PRDCallback(value)
+        assert not isinstance(info.value, TypeError)  # a TypeError is a value of none of the forms
+    with pytest.raises(TypeError, match=r"`real` to be a tensor or a DataLoader .*but got int") as info:
+        PRDCallback(3)
+    assert not isinstance(info.value, FileNotFoundError)
+
+
+def test_a_bad_value_loses_nothing_accumulated(tmp_path):
+    """A refused ``real`` leaves the callback as it was (its ``real``, its history); a fit whose datamodule lacks
+    the loader stops in setup with the scores of the fits before it kept."""
+    data = WithVal(num_points=30)
+    cb = PRDCallback("datamodule:val", num_samples=40, metric=METRIC)
+    _fit(tmp_path / "one", cb, TinyGenerator(), datamodule=data)
+    before = [dict(h) for h in cb.history]
+    assert len(before) == 1
+    for bad, error in ((str(tmp_path / "missing.npz"), FileNotFoundError), (_stats_file(tmp_path), ValueError)):
+        with pytest.raises(error):
+            cb.real = bad
+        assert cb.real == "datamodule:val" and cb.history == before
+    with pytest.raises(ValueError, match=r"NoVal defines no val_dataloader"):
+        _fit(tmp_path / "two", cb, TinyGenerator(), datamodule=NoVal())
+    assert cb.history == before
+    _fit(tmp_path / "three", cb, TinyGenerator(), datamodule=WithVal(num_points=30))  # and it still works
+    assert cb.history == before  # a fresh fit of the same data: the same scores
+
+
+def test_an_edm2_reference_is_read_for_the_network_of_the_extractor(tmp_path, monkeypatch):
+    # NVlabs/edm2 calculate_metrics.py: pickle.dump(dict(fid=dict(mu=, sigma=), fd_dinov2=dict(mu=, sigma=)), f)
+    real2, real3 = (
+        torch.from_numpy(FEATS).double() + 0.5,
+        torch.randn(50, 3, generator=torch.Generator().manual_seed(5)),
+    )
+    stats = {
+        "fid": {"mu": real2.numpy().mean(0), "sigma": np.cov(real2.numpy(), rowvar=False)},
+        "fd_dinov2": {"mu": real3.numpy().mean(0), "sigma": np.cov(real3.numpy(), rowvar=False)},
+    }
+    path = tmp_path / "img512.pkl"
+    path.write_bytes(pickle.dumps(stats))
+    for name in ("fid-inception", "dinov2"):  # stand-ins: no weights here
+        monkeypatch.setitem(registry._REGISTRY, name, lambda weights=None, **options: nn.Identity())
+    fake = torch.randn(40, 2, generator=torch.Generator().manual_seed(3))
+    cb = PRDCallback(
+        str(path), feature_extractor="fid-inception", sample_fn=lambda m, n: fake[:n], num_samples=40, metric=FD_ONLY
+    )
+    assert cb._source.reference.entry == "fid"
+    _fit(tmp_path / "fit", cb)
+    assert cb.history[0]["frechet_distance"] == pytest.approx(float(frechet_distance(real2, fake)), rel=1e-6)
+    with pytest.warns(UserWarning, match="were made with 'dinov2-vit-l14'"):  # ViT-L/14: a warning, not an error
+        assert PRDCallback(str(path), feature_extractor={"name": "dinov2"}, metric=FD_ONLY)._source.reference.entry == (
+            "fd_dinov2"
+        )
+    with pytest.raises(ValueError, match=r"`feature_extractor` to name the network .*img512\.pkl.*got 'identity'") as e:
+        PRDCallback(str(path), feature_extractor="identity", metric=FD_ONLY)
+    assert "\n" not in str(e.value) and "feature_extractor='fid-inception' for 'fid'" in str(e.value)
+
+
+class _Hostile:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').close()",))
+
+
+def test_a_hostile_pickle_as_real_is_refused_and_never_run(tmp_path):
+    marker = tmp_path / "marker"
+    path = tmp_path / "stats.pkl"
+    path.write_bytes(pickle.dumps({"fid": {"mu": _Hostile(marker), "sigma": np.eye(2)}}))
+    with pytest.raises(ValueError, match=r"`real` .*stats\.pkl.*exec") as info:
+        PRDCallback(str(path), metric=FD_ONLY)
+    assert "\n" not in str(info.value) and not marker.exists()
+
+
+def test_a_file_that_cannot_be_opened_is_one_line_naming_real(tmp_path, monkeypatch):
+    """An unreadable file (as a permission the test's user may lack would make it): opening it fails."""
+    path = tmp_path / "stats.pkl"
+    path.write_bytes(pickle.dumps({"fid": {"mu": np.zeros(2), "sigma": np.eye(2)}}))
+    opener = type(path).open
+
+    def refuse(self, *args, **kwargs):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return opener(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(path), "open", refuse)
+    with pytest.raises(ValueError, match=r"^Expected argument `real` .*stats\.pkl.*Permission denied") as info:
+        PRDCallback(str(path), metric=FD_ONLY)
+    assert "\n" not in str(info.value)

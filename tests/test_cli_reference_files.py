@@ -491,3 +491,69 @@ def test_help_has_the_table_of_real_forms(capfd):
     assert main(["features", "--help"]) == 0
     text = capfd.readouterr().out
     assert "--out" in text and "provenance" in text and "weights_sha256" in text
+
+
+#: each layout read_reference tells apart (ReferenceSet.source), and image folders: words its row holds in every
+#: table of real forms (the --help epilog, docs/cli.md, docs/callback.md)
+FORM_WORDS = {
+    "array": [".npy", "torch-fidelity"],  # plain features, torch-fidelity's features cache among them
+    "folder": ["image folder"],
+    "lightning-prd": ["lightning-prd features"],
+    "dgm-eval": ["dgm-eval", "reps"],
+    "clean-fid": ["clean-fid KID", "feats"],
+    "nvlabs": ["FeatureStats", "capture_all"],
+    "guided-diffusion": ["VIRTUAL_*.npz", "arr_0"],
+    "fid-stats": ["pytorch-fid", "mu"],
+    "torch-fidelity": ["torch-fidelity statistics"],
+    "edm2": ["EDM2"],
+}
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _table(text: str, header: str) -> list:
+    """The rows of the table that starts at the line ``header``, up to the first line that is no row."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(header))
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.strip() or line.lstrip()[:1] not in "|(" and not line.startswith("    "):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_every_real_form_is_a_row_of_each_table(capfd):
+    from lightning_prd.features.reference_files import NAMED_LAYOUTS
+
+    layouts = {name for name, _, _ in NAMED_LAYOUTS} - {"mu-sigma"} | {"fid-stats", "torch-fidelity", "edm2", "array"}
+    assert layouts | {"folder"} == set(FORM_WORDS)  # a new layout needs its row in every table
+    assert main(["evaluate", "--help"]) == 0
+    help_rows = _table(capfd.readouterr().out, "form ")
+    cli_rows = _table((DOCS / "cli.md").read_text(), "| form | what it serves | how it is detected |")
+    callback_rows = _table((DOCS / "callback.md").read_text(), "| form | what it serves | how it is detected |")
+    for name, rows in (("--help", help_rows), ("cli.md", cli_rows), ("callback.md", callback_rows)):
+        text = "\n".join(rows)
+        missing = [form for form, words in FORM_WORDS.items() if not all(w in text for w in words)]
+        assert not missing, (name, missing)
+        assert "Frechet only" in text or "the Fréchet distance" in text
+    for row in cli_rows[1:] + callback_rows[1:]:  # form | what it serves | how it is detected: three cells
+        assert row.count(" | ") == 2 and row.startswith("| ") and row.endswith(" |"), row
+    words = "\n".join(callback_rows)
+    assert all(w in words for w in ("a tensor", "DataLoader", "datamodule:train", "datamodule:predict"))
+
+
+def test_a_real_file_that_cannot_be_opened_is_one_line_as_any_user(tmp_path, capfd, monkeypatch):
+    """test_an_unreadable_real_file_is_one_line for a user (root) whom no file mode stops: opening the file fails."""
+    path = tmp_path / "stats.pkl"
+    _write_stats_form("edm2", path, REAL)
+    np.save(tmp_path / "fake.npy", FAKE)
+    opener = type(path).open
+
+    def refuse(self, *args, **kwargs):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return opener(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(path), "open", refuse)
+    argv = ["evaluate", "--real", str(path), "--fake", str(tmp_path / "fake.npy"), "--only", "frechet"]
+    _error(capfd, argv, "--real", str(path), "Permission denied")

@@ -50,7 +50,7 @@ class RealSide:
 
     @real.setter
     def real(self, value: Any) -> None:
-        source = resolve_real(value, self.feature_extractor is not None)
+        source = resolve_real(value, self.feature_extractor is not None, self._extractor_name)
         if source.kind == "statistics":
             check_statistics_serve(source, self.metric, self.log_images)
         check_network(source, self._extractor_name, self.feature_extractor)

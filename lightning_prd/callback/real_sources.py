@@ -2,7 +2,9 @@
 statistics for the Fréchet distance, or a loader of the trainer's datamodule.
 
 **Rule.** ``real`` is resolved once, at construction (the datamodule's loader in ``setup``), and every
-problem is one line naming ``real`` (or the argument at fault) and the value:
+problem is one line naming ``real`` (or the argument at fault) and the value: ``FileNotFoundError`` for
+a path that does not exist, ``ValueError`` for a file or folder that cannot serve, ``TypeError`` for a
+value of none of the forms below:
 
 * a tensor or a DataLoader (any iterable of batches): samples, embedded with ``feature_extractor``;
 * ``"datamodule:train"`` (``val``, ``test``, ``predict``): in ``setup``, ``trainer.datamodule.<split>_dataloader()``
@@ -12,7 +14,9 @@ problem is one line naming ``real`` (or the argument at fault) and the value:
 * a file, read by :func:`~lightning_prd.features.reference_files.read_reference` (recognised by its
   content): per-sample features are used **as they are**, never passed through ``feature_extractor``;
   guided-diffusion's images are embedded; a file of statistics only (``mu``/``sigma``) serves the
-  Fréchet distance, so the metric must ask for nothing else (:func:`check_statistics_serve`).
+  Fréchet distance, so the metric must ask for nothing else (:func:`check_statistics_serve`). An EDM2
+  reference pickle of several statistics (``fid``, ``fd_dinov2``) is read for the one made by the network
+  ``feature_extractor`` names (:func:`edm2_detector`).
 
 A file that says which network made its features is checked against ``feature_extractor``
 (:func:`check_network`).
@@ -33,7 +37,7 @@ from lightning_prd.callback.options import check_real
 from lightning_prd.callback.sources import RENAMED, renamed
 from lightning_prd.features import registry
 from lightning_prd.features.image_folder import image_files
-from lightning_prd.features.reference_files import ReferenceSet, read_reference
+from lightning_prd.features.reference_files import EDM2_DETECTORS, ReferenceFileError, ReferenceSet, read_reference
 
 DATAMODULE = "datamodule:"
 SPLITS = ("train", "val", "test", "predict")
@@ -47,11 +51,6 @@ FOREIGN_NAMES = {
 DGM_EVAL_NAMES = {"inception": ("fid-inception", False), "dinov2": ("dinov2", False), "clip": ("clip", False)}
 #: GenerativeMetrics options that turn a family off with None rather than False
 OFF_WITH_NONE = ("k_precision_recall", "k_density_coverage", "error_bars")
-
-
-class RealPathNotFoundError(FileNotFoundError, TypeError):
-    """``real`` names no existing file or folder: a ``FileNotFoundError``, and a ``TypeError`` as any
-    ``real`` that is none of the accepted forms."""
 
 
 @dataclass
@@ -72,8 +71,9 @@ class RealSource:
         return self.kind in ("samples", "images", "datamodule")
 
 
-def resolve_real(real: Any, has_extractor: bool) -> RealSource:
-    """``real`` resolved at construction (module docstring); the datamodule's loader waits for ``setup``."""
+def resolve_real(real: Any, has_extractor: bool, extractor_name: Optional[str] = None) -> RealSource:
+    """``real`` resolved at construction (module docstring); the datamodule's loader waits for ``setup``.
+    ``extractor_name``: ``feature_extractor``'s registry name, which picks the statistics of an EDM2 pickle."""
     if isinstance(real, str) and real.startswith(DATAMODULE):
         split = real[len(DATAMODULE) :]
         if split not in SPLITS:
@@ -81,15 +81,15 @@ def resolve_real(real: Any, has_extractor: bool) -> RealSource:
             raise ValueError(f"Expected argument `real` to be one of {choices} to read a datamodule, but got {real!r}")
         return RealSource("datamodule", split=split)
     if isinstance(real, (str, os.PathLike)):
-        return _from_path(os.fspath(real), has_extractor)
+        return _from_path(os.fspath(real), has_extractor, extractor_name)
     check_real(real)
     return RealSource("samples", real)
 
 
-def _from_path(text: str, has_extractor: bool) -> RealSource:
+def _from_path(text: str, has_extractor: bool, extractor_name: Optional[str] = None) -> RealSource:
     path = Path(text).expanduser()
     if not path.exists():
-        raise RealPathNotFoundError(f"Expected argument `real` to be an existing path, but {text} does not exist")
+        raise FileNotFoundError(f"Expected argument `real` to be an existing path, but {text} does not exist")
     if path.is_dir():
         files = image_files(path)
         if not files:
@@ -97,13 +97,33 @@ def _from_path(text: str, has_extractor: bool) -> RealSource:
         _need_extractor(has_extractor, f"{text} (an image folder of {len(files):,} images)")
         require_pillow(text)
         return RealSource("images", files, path=text)
-    ref = read_reference(path, name="real")
+    try:
+        ref = read_reference(path, name="real")
+    except ReferenceFileError as err:
+        if not str(err).startswith("Expected argument `detector`"):  # only EDM2 asks which statistics to read
+            raise
+        ref = read_reference(path, name="real", detector=edm2_detector(text, extractor_name))
     if ref.features is not None:
         return RealSource("features", ref.features, path=text, reference=ref)
     if ref.images is not None:
         _need_extractor(has_extractor, f"{text} ({ref.source}: {ref.images.shape[0]:,} images)")
         return RealSource("samples", ref.images.permute(0, 3, 1, 2), path=text, reference=ref)
     return RealSource("statistics", path=text, reference=ref)
+
+
+def edm2_detector(text: str, extractor_name: Optional[str]) -> str:
+    """The statistics of an EDM2 reference pickle that hold several (``fid``, ``fd_dinov2``) made by the network
+    ``feature_extractor`` names; ``ValueError`` when it names none of them."""
+    ours = None if extractor_name is None else registry.canonical_name(extractor_name)
+    for detector, network in EDM2_DETECTORS.items():
+        if FOREIGN_NAMES[network][0] == ours:
+            return detector
+    picks = " or ".join(f"feature_extractor={FOREIGN_NAMES[n][0]!r} for {d!r}" for d, n in EDM2_DETECTORS.items())
+    raise ValueError(
+        f"Expected argument `feature_extractor` to name the network of the statistics to read from argument `real` "
+        f"({text}, an EDM2 reference holding several), but got {extractor_name!r}: pass {picks} (a name, or a dict "
+        "with a 'name'), the network that embeds the generated samples"
+    )
 
 
 def _need_extractor(has_extractor: bool, what: str) -> None:

@@ -36,6 +36,24 @@ SHA-256 checksum of the features: a truncated or corrupt file is ignored with on
 rewritten. Loading memory-maps the file and copies this rank's rows once. Under DDP
 ``cache_dir`` must be on a filesystem every rank sees.
 
+**Features files as cache entries.** A features file that ``lightning-prd features`` wrote
+(:func:`~lightning_prd.features.write_features` with ``sample_digests=`` and ``cache=``), placed at the
+top of ``cache_dir`` under any name ending in ``.npz``, serves as a hit too. Its provenance holds a
+``cache`` object (:func:`cache_provenance`) whose ``key`` is this cache's key without ``num_real``
+and the real set: the extractor's identity as above (so another network, weights file, setting or
+name misses), the device type, torch's default dtype and autocast state, the torch version. In
+place of the real set it holds one SHA-256 per row, of the sample that row was computed from, taken
+as the cache takes it (the same dtype, shape and bytes: an image folder is read by both as uint8
+``[3, H, W]`` per image). It serves any real set all of whose samples it holds, whatever
+``num_real`` and in any order (each rank gets the features of its own samples); a file that lacks
+one of them is not a hit, and the features are extracted and written as ``real-<key>.pt``. The
+cache's own file, when there is one, is read first, then the features files by name. A features
+file is checked against the SHA-256 checksum its provenance records; a damaged one is ignored with
+one warning, never rewritten. Its features are what the file holds (float16 and bfloat16 outputs
+are stored as float32, which the metrics upcast them to anyway). A cache with a ``name``
+matches only files whose key was made with that name (``cache_provenance(..., name=...)``;
+the command line writes none).
+
 Example:
     >>> import tempfile, torch
     >>> from lightning_prd.features import RandomConvNet
@@ -61,6 +79,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Unio
 import torch
 from torch import Tensor, nn
 
+from lightning_prd.features._cache_files import features_files, read_features_file
 from lightning_prd.features._cache_io import (
     Comm,
     Keyer,
@@ -117,6 +136,46 @@ def _module_identity(module: nn.Module, keyer: Keyer) -> Dict[str, Any]:
     return out
 
 
+def _meta(extractor: Any, name: Optional[str], num_real: Optional[int], device: Any) -> Dict[str, Any]:
+    """The cache key of an extraction, without the real set (module docstring)."""
+    device = torch.device(device if device is not None else "cpu")
+    return {
+        "format": FORMAT,
+        "extractor": extractor_identity(extractor, name),
+        "num_real": num_real,
+        "device": device.type,
+        "default_dtype": str(torch.get_default_dtype()),
+        "autocast": _autocast(device.type),
+        "torch": torch.__version__,
+    }
+
+
+def _file_key(meta: Dict[str, Any]) -> str:
+    """The key a features file is matched by: the cache key without ``num_real`` (and the real set)."""
+    rest = {k: v for k, v in meta.items() if k != "num_real"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
+def cache_provenance(
+    extractor: Any, *, device: Union[None, str, torch.device] = None, name: Optional[str] = None
+) -> Dict[str, Any]:
+    """The ``cache`` object a features file records to serve :class:`RealFeatureCache` (module docstring):
+    ``"key"``, the SHA-256 the cache matches it by, and what went into it that can differ between two
+    machines (``"device"`` type, ``"default_dtype"``, ``"autocast"``, ``"torch"`` version), to read. Call it
+    in the state the extractor ran in, on the device it ran on; ``name`` as the cache's. Raises like
+    :func:`check_cacheable`.
+
+    Example:
+        >>> from lightning_prd.features import RandomConvNet
+        >>> entry = cache_provenance(RandomConvNet(num_features=4, size=8))
+        >>> sorted(entry), entry["device"], len(entry["key"])
+        (['autocast', 'default_dtype', 'device', 'key', 'torch'], 'cpu', 64)
+    """
+    meta = _meta(extractor, name, None, device)
+    shown = {k: meta[k] for k in ("device", "default_dtype", "autocast", "torch")}
+    return {"key": _file_key(meta), **shown}
+
+
 def extractor_identity(extractor: Any, name: Optional[str] = None) -> Dict[str, Any]:
     """The extractor's part of the cache key (module docstring); raises like :func:`check_cacheable`.
 
@@ -158,6 +217,8 @@ class RealFeatureCache:
         self.name = name
         #: what the last call did: ``"hit"``, ``"miss"`` (extracted and written) or ``"unwritten"``
         self.last_status: Optional[str] = None
+        #: the file the last call read (a hit) or wrote (a miss); None when it wrote none
+        self.last_file: Optional[Path] = None
 
     def real_features(
         self,
@@ -177,19 +238,11 @@ class RealFeatureCache:
         samples, any rows in any order: a hit gives the features of exactly these samples, in this order,
         whatever world size wrote the file. ``TypeError`` for an extractor setting the key cannot cover."""
         chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
-        device = torch.device(device if device is not None else "cpu")
-        meta = {
-            "format": FORMAT,
-            "extractor": extractor_identity(extractor, self.name),
-            "num_real": num_real,
-            "device": device.type,
-            "default_dtype": str(torch.get_default_dtype()),
-            "autocast": _autocast(device.type),
-            "torch": torch.__version__,
-        }
+        meta = _meta(extractor, self.name, num_real, device)
         stem = "real-" + hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:24]
         comm = Comm(rank, world)
-        known = comm.from_zero(lambda: any(self.cache_dir.glob(f"{stem}-*.pt")))
+        files: List[Path] = comm.from_zero(lambda: features_files(self.cache_dir, _file_key(meta)))
+        known = bool(files) or comm.from_zero(lambda: any(self.cache_dir.glob(f"{stem}-*.pt")))
         feats: Optional[List[Any]] = None
         digests = RowDigests()
         if known:  # digests first: a hit never calls the extractor
@@ -205,20 +258,25 @@ class RealFeatureCache:
         key = json.dumps({**meta, "data": data}, sort_keys=True)
         path = self.cache_dir / f"{stem}-{data}.pt"
         if feats is None:
-            mine = self._load(path, key, digests.digests, rank) if comm.from_zero(path.is_file) else None
-            loaded = comm.all_gather(mine is not None)
-            if loaded[0] and not all(loaded) and rank == 0:
-                warnings.warn(
-                    f"RealFeatureCache: ranks {[r for r, ok in enumerate(loaded) if not ok]} "
-                    f"could not read {str(path)!r}: "
-                    "`cache_dir` must be on a filesystem every rank sees",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            if all(loaded):
-                self.last_status = "hit"
-                yield from rows([mine], chunk_rows)  # type: ignore[list-item]
-                return
+            own = [path] if comm.from_zero(path.is_file) else []
+            for source in own + files:  # the cache's own file first, then features files, by name
+                if source == path:
+                    mine = self._load(path, key, digests.digests, rank)
+                else:
+                    mine = read_features_file(source, _file_key(meta), digests.digests, rank)
+                loaded = comm.all_gather(mine is not None)
+                if source == path and loaded[0] and not all(loaded) and rank == 0:
+                    warnings.warn(
+                        f"RealFeatureCache: ranks {[r for r, ok in enumerate(loaded) if not ok]} "
+                        f"could not read {str(path)!r}: "
+                        "`cache_dir` must be on a filesystem every rank sees",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+                if all(loaded):
+                    self.last_status, self.last_file = "hit", source
+                    yield from rows([mine], chunk_rows)  # type: ignore[list-item]
+                    return
             again, feats = RowDigests(), []
             for x in chunks():
                 again.update(x)
@@ -231,12 +289,12 @@ class RealFeatureCache:
                         UserWarning,
                         stacklevel=3,
                     )
-                self.last_status = "unwritten"
+                self.last_status, self.last_file = "unwritten", None
                 while feats:
                     yield from rows([feats.pop(0)], chunk_rows)
                 return
         written = self._store(path, key, feats, per_rank, comm)
-        self.last_status = "miss" if written else "unwritten"
+        self.last_status, self.last_file = ("miss", path) if written else ("unwritten", None)
         while feats:
             yield from rows([feats.pop(0)], chunk_rows)
 
