@@ -8,6 +8,10 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 * ``ours_cached`` - the same with the real side cached (the callback's steady state);
 * ``+families`` - ``ours`` with the families that join the pass: probabilistic precision and
   recall (k = 4, a = 1.2) and PR-cover (default k, C = 3); ``fam/ours`` is their cost ratio;
+* ``+clip+sym`` - ``ours`` with clipped density and coverage (k = 5: the clipped balls' counts in the
+  cross pass, the real neighbours 1..6 from the self pass, the normaliser and the calibration) and
+  symmetric precision and recall (k = 5: recall's fake balls at k = 5 too) joined, scores included;
+  ``/ours`` is their cost ratio;
 * ``f32 tiles`` - ``ours`` with the bfloat16 screen off (``LIGHTNING_PRD_SCREEN=0``): every
   tile a float32 GEMM, as on CPUs without native bfloat16 (the screen is on by default where
   the CPU has AVX512-BF16 or AMX; the header line says which);
@@ -50,10 +54,13 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from lightning_prd.functional.alpha_beta import fake_centre_distance
+from lightning_prd.functional.clipped import clipped_from_pass
 from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import shapes
+from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.screen import SCREEN_MIN_ELEMENTS, SCREEN_MIN_ROWS, screen_available
 from lightning_prd.functional.pr_cover import cover_k
+from lightning_prd.functional.symmetric import symmetric_from_pass
 
 #: Environment variables that change which kernels run.
 ENV_KEYS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "LIGHTNING_PRD_SCREEN", "LIGHTNING_PRD_TILE")
@@ -120,23 +127,32 @@ def bare_gemms(real: torch.Tensor, fake: torch.Tensor) -> None:
         torch.mm(a, b.T)
 
 
-def ours(real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = False, cmmd: bool = False):
+def ours(
+    real: torch.Tensor, fake: torch.Tensor, cache=None, families: bool = False, cmmd: bool = False, new: bool = False
+):
+    """The shared pass; ``new``: with clipped density/coverage and symmetric precision/recall (k = 5)
+    joined, their scores read off it."""
     k, C = cover_k(None, 3, len(real))
-    return knn_pass(
+    res = knn_pass(
         real,
         fake,
         member_ks=[3, 5],
-        recall_ks=[3],
+        recall_ks=[3, 5] if new else [3],
         realism_k=3,
         nearest="fake",
-        extra_real_ks=[1],
+        extra_real_ks=[1, 2, 3, 4, 5, 6] if new else [1],
         fake_values=fake_centre_distance(fake),
         value_ks=[5],
         cover=(k, C * k) if families else None,
         soft=(4, 1.2, False) if families else None,
         real_cache=cache,
         kernel_gamma=1 / 200 if cmmd else None,  # CMMD's sigma = 10
+        clipped=ClippedBalls(5) if new else None,
     )
+    if new:
+        clipped_from_pass(res, 5)
+        symmetric_from_pass(res, 5)
+    return res
 
 
 def without_screen(fn: Callable[[], object]) -> Callable[[], object]:
@@ -185,6 +201,7 @@ def run(n: int, dim: int, skip: List[str], repeats: int = 1) -> Dict[str, Tuple[
     rows["ours"] = fastest(lambda: holder.__setitem__("res", ours(real, fake)), repeats)
     rows["ours_cached"] = fastest(lambda: ours(real, fake, cache=holder["res"].real), repeats)
     rows["ours_fam"] = fastest(lambda: ours(real, fake, families=True), repeats)
+    rows["ours_new"] = fastest(lambda: ours(real, fake, new=True), repeats)
     rows["f32"] = fastest(without_screen(lambda: ours(real, fake)), repeats)
     if "cmmd" not in skip:
         rows["ours_all"] = fastest(lambda: ours(real, fake, families=True, cmmd=True), repeats)
@@ -215,7 +232,8 @@ def _row(n: int, dim: int, r: Dict[str, Tuple[float, Optional[float]]]) -> str:
 
     return (
         f"| {n:,} | {dim:,} | {fmt('gemm')} | {fmt('ours')} | {ratio('ours', 'gemm')} | {fmt('ours_cached')} | "
-        f"{ratio('ours_cached', 'ours')} | {fmt('ours_fam')} | {ratio('ours_fam', 'ours')} | {fmt('ours_all')} | "
+        f"{ratio('ours_cached', 'ours')} | {fmt('ours_fam')} | {ratio('ours_fam', 'ours')} | {fmt('ours_new')} | "
+        f"{ratio('ours_new', 'ours')} | {fmt('ours_all')} | "
         f"{ratio('ours_all', 'ours')} | {fmt('f32')} | {fmt('f32_all')} | {ratio('f32_all', 'f32')} | "
         f"{fmt('prdc')} | {ratio('prdc', 'ours')} | "
         f"{fmt('cdist')} | {fmt('ours', 1)} / {fmt('prdc', 1)} / {fmt('cdist', 1)} |"
@@ -243,10 +261,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     )
     print(
         "| N = M | D | bare GEMMs s | ours s | ours/GEMM | cached s | cached/uncached | +prob+cover s | /ours | "
+        "+clip+sym s | /ours | "
         "+prob+cover+cmmd s | /ours | f32 tiles s | f32 +prob+cover+cmmd s | /f32 | prdc s | prdc/ours | cdist s | "
         "peak GiB ours / prdc / cdist |"
     )
-    print("|" + "---|" * 18)
+    print("|" + "---|" * 20)
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         r = run(n, dim, args.skip, args.repeats)

@@ -64,6 +64,7 @@ KINDS: Dict[str, str] = {
     "top_f1": BOTH,
     "frechet_distance": DISTANCE,
     "kid": DISTANCE,
+    "frechet_distance_infinity": DISTANCE,
     "cmmd": DISTANCE,
     "vendi_ratio": SELF,
     "authenticity": PRIVACY,

@@ -53,6 +53,8 @@ class _Scorer:
             probabilistic=args.probabilistic and knn,
             pr_cover=args.pr_cover and knn,
             cmmd=args.cmmd,
+            clipped=args.clipped,
+            symmetric=args.symmetric,
         ).to(device)
         if real.statistics is not None:
             mean, cov = real.statistics
@@ -136,6 +138,8 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "probabilistic": scorer.metric.probabilistic,
         "pr_cover": scorer.metric.pr_cover,
         "cmmd": scorer.metric.cmmd,
+        "clipped": scorer.metric.clipped,
+        "symmetric": scorer.metric.symmetric,
     }
 
 
@@ -242,7 +246,8 @@ def _check_only(args: argparse.Namespace) -> None:
     """``--only frechet`` leaves out every other score: the flags that add one, and ``--plot``, are refused."""
     if args.only != "frechet":
         return
-    added = [f"--{name.replace('_', '-')}" for name in ("kid", "vendi", "top_pr", "cmmd") if getattr(args, name)]
+    names = ("kid", "vendi", "top_pr", "cmmd", "clipped", "symmetric")
+    added = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name)]
     if added:
         raise CLIError(f"--only frechet: scores the Fréchet distance alone, but {', '.join(added)} asks for more")
     if args.plot:

@@ -24,17 +24,21 @@ inputs:
     .pt / .pth    a tensor, or the tensor named by --key (else the first one) of a dict
     folder/       PNG/JPEG images, searched recursively; needs --extractor
   With --extractor, files may also hold images [N, C, H, W] (uint8 0..255 or float 0..1).
-  --real also reads the reference files of other tools, told apart by content (any name):
+  --real takes every form below, told apart by content (any file name):
     form                             serves          detected by
+    features .npy/.npz/.pt (and      every score     one unnamed array or entry; --real-key picks one
+      torch-fidelity features cache)
+    image folder                     every score +   a directory of PNG/JPEG files
     lightning-prd features file      every score     entries features + provenance
     dgm-eval representations         every score     entry reps
     clean-fid KID features           every score     entry feats (*_custom_na_kid.npz)
     NVlabs FeatureStats pickle       every score *   pickled fields (* with capture_all)
-    guided-diffusion VIRTUAL_*.npz   every score +   arr_0 uint8 [N,H,W,3] (+ embedded: --extractor)
-    FID statistics (pytorch-fid,     Frechet only    mu + sigma
-      clean-fid custom stats)
+    guided-diffusion VIRTUAL_*.npz   every score +   arr_0 uint8 [N,H,W,3]
+    FID statistics (pytorch-fid      Frechet only    mu + sigma
+      --save-stats, clean-fid stats)
     torch-fidelity statistics cache  Frechet only    mu + sigma in a torch.save dict
     EDM2 reference .pkl              Frechet only    {{name: {{mu, sigma}}}}; --detector picks one
+    (+ once embedded with --extractor)
   A file of statistics (mean, covariance) serves the Frechet distance alone: pass --only frechet;
   the k-NN scores, PRD, alpha/beta and the rest need per-sample features ('lightning-prd features'
   writes them once). The extractor a file names must be --extractor, which then embeds --fake only.
@@ -54,6 +58,8 @@ scores (the table, and --json):
   alpha_precision, beta_recall,   integrated alpha/beta curves and authenticity,
   authenticity                    Alaa et al. 2022 (k = --k-dc, so beta = 1 is coverage)
   frechet_distance                the FID formula on these features
+  clipped_density, clipped_coverage  with --clipped: Salvy et al. 2026 (k = 5), bounded in [0, 1]
+  sym_precision, sym_recall       with --symmetric: Khayatkhoei & AbdAlmageed 2023 (k = 5)
   The 'better' column: higher, lower (frechet_distance), or 1 is ideal (density: below 1
   means samples in empty regions, above 1 samples piled in dense regions).
   PRD and alpha/beta appear when lightning_prd provides them and are skipped with
@@ -199,6 +205,16 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         help="precision cover and recall cover (precision_cover, recall_cover; default: on)",
     )
     p.add_argument(
+        "--clipped",
+        action="store_true",
+        help="add clipped density and clipped coverage (clipped_density, clipped_coverage; k = 5)",
+    )
+    p.add_argument(
+        "--symmetric",
+        action="store_true",
+        help="add symmetric precision and recall (sym_precision, sym_recall; k = 5)",
+    )
+    p.add_argument(
         "--kid",
         action="store_true",
         help="add the Kernel Inception Distance (100 subsets of min(1000, N, M) samples, seeded by --seed)",
@@ -237,11 +253,15 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
 
 FEATURES_EPILOG = f"""\
 output:
-  A .npz with two entries, which --real of evaluate and compare reads back (any file name):
-    features    float32 [N, D], the embedded samples in the order read (a folder: sorted paths)
-    provenance  JSON: format "lightning-prd/features", extractor, num_samples, num_features,
-                weights_sha256 (of --weights), preprocessing (input size, normalisation, resize)
-                and version (of lightning-prd), where known
+  A .npz, which --real of evaluate and compare reads back (any file name):
+    features       float32 [N, D], the embedded samples in the order read (a folder: sorted paths)
+    provenance     JSON: format "lightning-prd/features", extractor, num_samples, num_features,
+                   weights_sha256 (of --weights), preprocessing (input size, normalisation, resize)
+                   and version (of lightning-prd), where known; cache (the extractor's cache key)
+    sample_sha256  uint8 [N, 32]: the SHA-256 of each row's sample
+  PRDCallback(real=...) reads it too; placed in PRDCallback(cache_dir=...), it serves the cache when
+  the callback's extractor, its weights and settings, the device type and the torch version are
+  those of this run and it holds every real sample the callback reads.
   evaluate --extractor must then name the same network (aliases resolved), which embeds --fake.
   The file is written under a temporary name and renamed over --out, so a reader never sees a part
   of it; --out may not be an input (another name for it, a hard or symbolic link, included).

@@ -10,6 +10,7 @@ nothing of the package outside ``functional/``.
 
 from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precision_beta_recall, authenticity
 from lightning_prd.functional.audit import audit_samples, filter_fake
+from lightning_prd.functional.clipped import clipped_density_coverage
 from lightning_prd.functional.cmmd import cmmd
 from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.engine.oneclass import train_oneclass
@@ -20,6 +21,7 @@ from lightning_prd.functional.pr_cover import precision_recall_cover
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
 from lightning_prd.functional.probabilistic import probabilistic_precision_recall
+from lightning_prd.functional.symmetric import symmetric_precision_recall
 from lightning_prd.functional.top_pr import top_precision_recall
 from lightning_prd.functional.vendi import vendi_score
 
@@ -28,6 +30,7 @@ __all__ = [
     "alpha_precision_beta_recall",
     "audit_samples",
     "authenticity",
+    "clipped_density_coverage",
     "cmmd",
     "density_coverage",
     "filter_fake",
@@ -41,6 +44,7 @@ __all__ = [
     "precision_recall_cover",
     "probabilistic_precision_recall",
     "realism_score",
+    "symmetric_precision_recall",
     "top_precision_recall",
     "train_oneclass",
     "vendi_score",

@@ -5,9 +5,10 @@ The real x real, fake x fake and real x fake distance tiles are each computed on
 the separate functions :func:`.precision_recall`, :func:`.density_coverage`,
 :func:`.realism_score`, :func:`.authenticity`, :func:`.alpha_precision_beta_recall`,
 :func:`.prd_curve` / :func:`.prd_f_beta`, :func:`.frechet_distance`,
-:func:`.probabilistic_precision_recall`, :func:`.precision_recall_cover` and :func:`.cmmd`
-(which join the pass), :func:`.top_precision_recall`, :func:`.kernel_inception_distance` and
-:func:`.vendi_score` (which need no k-NN pass) called with the same options. The options are a
+:func:`.probabilistic_precision_recall`, :func:`.precision_recall_cover`, :func:`.cmmd`,
+:func:`.clipped_density_coverage` and :func:`.symmetric_precision_recall` (which join the
+pass), :func:`.top_precision_recall`, :func:`.kernel_inception_distance` and :func:`.vendi_score`
+(which need no k-NN pass) called with the same options. The options are a
 :class:`.engine.plan.Plan`; :class:`~lightning_prd.GenerativeMetrics` computes through
 :func:`scores_from_plan`.
 """
@@ -25,6 +26,7 @@ from lightning_prd.functional.alpha_beta import (
     alpha_beta_from_pass,
     fake_centre_distance,
 )
+from lightning_prd.functional.clipped import clipped_from_pass, pass_options
 from lightning_prd.functional.cmmd import (
     cmmd_from_pass,
     gamma_of,
@@ -36,21 +38,26 @@ from lightning_prd.functional.density_coverage import (
 from lightning_prd.functional.engine.one_pass import PassResult, RealSide, run_pass
 from lightning_prd.functional.engine.plan import (
     ALPHA_BETA_DEFAULTS,
+    CLIPPED_DEFAULTS,
     CMMD_DEFAULTS,
     KID_DEFAULTS,
     PR_COVER_DEFAULTS,
     PRD_DEFAULTS,
     PROBABILISTIC_DEFAULTS,
+    SYMMETRIC_DEFAULTS,
     TOP_PR_DEFAULTS,
     VENDI_DEFAULTS,
     Plan,
     check_sizes,
     family_options,
+    joined_ks,
     make_plan,
 )
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.frechet import frechet_of
+from lightning_prd.functional.held_out import held_out_scores, needs_test
 from lightning_prd.functional.kid import kid_scores, kid_summary
+from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.pr_cover import cover_from_pass
 from lightning_prd.functional.prd import prd_curve_of, prd_f_beta
@@ -59,17 +66,20 @@ from lightning_prd.functional.precision_recall import (
     recall_from_pass,
 )
 from lightning_prd.functional.probabilistic import probabilistic_from_pass
+from lightning_prd.functional.symmetric import symmetric_from_pass
 from lightning_prd.functional.top_pr import top_pr_scores
 from lightning_prd.functional.uncertainty import split_spread
 from lightning_prd.functional.vendi import vendi_of
 
 __all__ = [
     "ALPHA_BETA_DEFAULTS",
+    "CLIPPED_DEFAULTS",
     "CMMD_DEFAULTS",
     "KID_DEFAULTS",
     "PRD_DEFAULTS",
     "PROBABILISTIC_DEFAULTS",
     "PR_COVER_DEFAULTS",
+    "SYMMETRIC_DEFAULTS",
     "TOP_PR_DEFAULTS",
     "VENDI_DEFAULTS",
     "Plan",
@@ -90,30 +100,39 @@ def scores_from_plan(
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
     vendi_real: Optional[Tensor] = None,
+    test: Optional[Any] = None,
 ) -> Tuple[Dict[str, Tensor], Optional[PassResult]]:
     """The scores of ``plan`` on checked sets, and the k-NN pass (None when no k-NN score is asked).
 
     Nothing below validates the sets again: the pass, PRD, Fréchet, KID, Vendi and TopP&R take them as they are.
 
     ``vendi_real``: the real set's Vendi score with ``plan.vendi``'s options, when already known.
+    ``test``: the held-out real set of ``plan.data_copying`` and ``plan.fld`` (:mod:`.held_out`).
     """
     real, fake = sets.real, sets.fake
     check_sizes(plan, real, fake)
+    if test is not None and not needs_test(plan) or test is None and needs_test(plan):
+        held_out_scores(sets, plan, test, None)  # raises, naming `test`, before any work
     k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
-    member = [k for k in (k_pr, k_dc) if k is not None]
     prob, cover_kc = family_options(plan, real, fake)
+    clip_k, sym_k = joined_ks(plan, real, fake)
+    member = [k for k in (k_pr, k_dc, sym_k) if k is not None]
+    extra_real = [1] if plan.authenticity else []
+    if clip_k is not None:  # its NND_k balls, and the real radii and neighbours up to k + 1
+        clip_member, clip_real = pass_options(clip_k, real.shape[0])
+        member, extra_real = member + clip_member, extra_real + clip_real
     out: Dict[str, Tensor] = {}
     res: Optional[PassResult] = None
-    joined = prob is not None or cover_kc is not None or plan.cmmd is not None
+    joined = prob is not None or cover_kc is not None or plan.cmmd is not None or clip_k is not None
     if member or plan.realism or plan.authenticity or joined:
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = run_pass(
             sets,
             member_ks=member,
-            recall_ks=[k_pr] if k_pr is not None else [],
+            recall_ks=[k for k in (k_pr, sym_k) if k is not None],
             realism_k=(k_pr or 3) if plan.realism else None,
-            nearest="fake" if plan.authenticity else False,
-            extra_real_ks=[1] if plan.authenticity else [],
+            nearest="fake" if plan.authenticity or sym_k is not None else False,
+            extra_real_ks=extra_real,
             fake_values=dist_g,
             value_ks=[ab["k"]] if ab is not None else [],
             cover=(cover_kc[0], cover_kc[0] * cover_kc[1]) if cover_kc is not None else None,
@@ -124,6 +143,7 @@ def scores_from_plan(
             shard=shard,
             ball=plan.ball,
             kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
+            clipped=ClippedBalls(clip_k, strict=plan.ball == "open") if clip_k is not None else None,
         )
         if plan.cmmd is not None:
             out["cmmd"] = cmmd_from_pass(res, scale=plan.cmmd["scale"], unbiased=plan.cmmd["unbiased"])
@@ -137,6 +157,10 @@ def scores_from_plan(
             out["p_precision"], out["p_recall"] = probabilistic_from_pass(res)
         if cover_kc is not None:
             out["precision_cover"], out["recall_cover"] = cover_from_pass(res, *cover_kc)
+        if clip_k is not None:
+            out["clipped_density"], out["clipped_coverage"] = clipped_from_pass(res, clip_k, block_bytes)
+        if sym_k is not None:
+            out["sym_precision"], out["sym_recall"] = symmetric_from_pass(res, sym_k, plan.ball)
         if plan.realism and res.cross.realism is not None:  # realism_k was asked for
             out["realism"] = res.cross.realism.to(res.dtype)
         if ab is not None and dist_g is not None:
@@ -176,6 +200,7 @@ def scores_from_plan(
         out["vendi_real"] = vendi_of(real, name="real", **plan.vendi) if vendi_real is None else vendi_real
     if plan.top_pr is not None:
         out.update(top_pr_scores(sets, plan.top_pr, block_bytes=block_bytes, shard=shard))
+    out.update(held_out_scores(sets, plan, test, res))
     return out, res
 
 
@@ -201,6 +226,12 @@ def generative_metrics(
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     ball: str = "closed",
     cmmd: Union[bool, Mapping[str, Any]] = False,
+    clipped: Union[bool, Mapping[str, Any]] = False,
+    symmetric: Union[bool, Mapping[str, Any]] = False,
+    fd_infinity: Union[bool, Mapping[str, Any]] = False,
+    data_copying: Union[bool, Mapping[str, Any]] = False,
+    fld: Union[bool, Mapping[str, Any]] = False,
+    test: Optional[Any] = None,
 ) -> Dict[str, Tensor]:
     r"""Every score of generated samples ``fake`` against real samples ``real``, from one k-NN pass.
 
@@ -241,6 +272,16 @@ def generative_metrics(
       least ``k`` samples of the other set.
     * with ``cmmd``: ``cmmd`` (Jayasumana et al. 2024, :func:`.cmmd`), ``scale`` times the squared
       MMD with the Gaussian kernel :math:`e^{-\lVert x - y\rVert^2 / 2\sigma^2}`, from the same tiles.
+    * with ``clipped``: ``clipped_density``, ``clipped_coverage`` (Salvy et al. 2026,
+      :func:`.clipped_density_coverage`): density and coverage with each sample's count capped at
+      ``k``, the real radii clipped at their median (density), and both calibrated to ``[0, 1]``;
+    * with ``symmetric``: ``sym_precision``, ``sym_recall`` (Khayatkhoei & AbdAlmageed 2023,
+      :func:`.symmetric_precision_recall`): the minimum of precision (recall) and its mirror
+      image asked with the other set's balls;
+    * with ``fd_infinity``: ``frechet_distance_infinity`` (Chong & Forsyth 2020), and with ``test``, a
+      held-out real set: ``data_copying`` gives ``ct``, ``ct_cells`` (Meehan et al. 2020) and
+      ``authenticity_percentage``, ``fld`` gives ``fld``, ``fld_gap`` and the likelihoods
+      (Jiralerspong et al. 2023); see :mod:`.held_out`.
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
     ``nearest_k`` and open balls (``d < r``); pass ``k_pr=5, k_dc=5, ball="open"`` for its
@@ -277,6 +318,19 @@ def generative_metrics(
         cmmd: CMMD: False, True, or a dict overriding ``sigma=10.0, scale=1000.0,
             unbiased=False`` (sigma is calibrated for unit-norm CLIP embeddings; the passes then
             run float tiles, never the bfloat16 screen).
+        clipped: clipped density and coverage: False, True, or a dict overriding ``k=5`` (the
+            real set needs ``k + 1`` samples, the generated set ``k``); clipped density's balls are
+            closed whatever ``ball``, clipped coverage's follow it.
+        symmetric: symmetric precision and recall: False, True, or a dict overriding ``k=5``
+            (``k + 1`` samples in each set); its balls follow ``ball``.
+        fd_infinity: FD∞, off by default (15 Fréchet fits on generated subsets): True, or a dict
+            overriding ``num_points=15, min_size=None, max_size=None, seed=0``.
+        data_copying: the C_T statistic, off by default: True, or a dict overriding ``num_cells=3,
+            cell_threshold=20, pca_dim=64, seed=0``; needs ``test``.
+        fld: FLD, off by default (a fitted kernel density): True, or a dict overriding
+            ``gen_size=10000, num_epochs=50, lr=0.5, batch_size=10000, seed=0``; needs ``test``.
+        test: ``[T, D]`` held-out real features (not trained on), for ``data_copying`` and ``fld``
+            (``real`` is then the training set); refused without them.
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
             ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
             ``k_pr`` and ``k_dc``.
@@ -327,5 +381,11 @@ def generative_metrics(
         probabilistic=probabilistic,
         pr_cover=pr_cover,
         cmmd=cmmd,
+        clipped=clipped,
+        symmetric=symmetric,
+        fd_infinity=fd_infinity,
+        data_copying=data_copying,
+        fld=fld,
     )
-    return scores_from_plan(FeatureSets.check(real, fake), plan, dtype=dtype, block_bytes=block_bytes)[0]
+    sets = FeatureSets.check(real, fake)
+    return scores_from_plan(sets, plan, dtype=dtype, block_bytes=block_bytes, test=test)[0]

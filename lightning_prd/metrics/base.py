@@ -111,7 +111,8 @@ class FeatureMetric(Metric):
 
     def enable_labels(self) -> None:
         """Accept ``update(features, real=..., labels=...)``: one integer class label per sample, kept in
-        the states ``<role>_labels`` beside the features (gathered with them under DDP, in the same order)."""
+        the states ``<role>_labels`` beside the features (gathered with them under DDP, in the same order).
+        Labels are then required for the real and generated sets and optional for a ``test`` set."""
         if not self._labels_on:
             self._labels_on = True
             for role in self._roles:
@@ -133,9 +134,9 @@ class FeatureMetric(Metric):
             )
         return role
 
-    def _check_labels(self, labels: Any, rows: int, device: torch.device) -> Optional[Tensor]:
+    def _check_labels(self, labels: Any, rows: int, device: torch.device, role: str) -> Optional[Tensor]:
         if labels is None:
-            if self._labels_on:
+            if self._labels_on and role in ("real", "fake"):  # the per-class scores compare these two
                 raise ValueError(
                     "Expected argument `labels` (one class label per sample) for a metric with per-class scores, "
                     "but got None"
@@ -174,7 +175,7 @@ class FeatureMetric(Metric):
         which = self._role_of(real, role)
         out = self.feature_extractor(features)
         feats = as_features(out, "features", allow_empty=True).detach()
-        lab = self._check_labels(labels, feats.shape[0], feats.device)
+        lab = self._check_labels(labels, feats.shape[0], feats.device, which)
         first = self._first_accumulated()
         if first is not None and feats.shape[1] != first.shape[1]:
             raise ValueError(
@@ -195,8 +196,9 @@ class FeatureMetric(Metric):
                 if isinstance(state, list) and any(t.shape[1:] != feats.shape[1:] for t in state):
                     keep = [i for i, t in enumerate(state) if t.shape[1:] == feats.shape[1:]]
                     setattr(self, f"{other}_features", [state[i] for i in keep])
-                    if self._labels_on:
-                        setattr(self, f"{other}_labels", [getattr(self, f"{other}_labels")[i] for i in keep])
+                    labels = getattr(self, f"{other}_labels", None)
+                    if isinstance(labels, list) and len(labels) == len(state):  # (a test set's labels are optional)
+                        setattr(self, f"{other}_labels", [labels[i] for i in keep])
         setattr(self, f"{which}_features", list(getattr(self, f"{which}_features")) + [feats.contiguous()])
         if lab is not None:
             setattr(self, f"{which}_labels", list(getattr(self, f"{which}_labels")) + [lab])

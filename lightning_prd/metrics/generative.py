@@ -12,6 +12,8 @@ from lightning_prd.functional.engine.inputs import same_features
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.frechet import check_statistics, frechet_to_statistics
 from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
+from lightning_prd.functional.held_out import needs_test
+from lightning_prd.functional.per_class import per_class_metrics
 from lightning_prd.functional.vendi import vendi_of
 from lightning_prd.metrics.base import FeatureMetric
 
@@ -68,12 +70,37 @@ class GenerativeMetrics(FeatureMetric):
             overriding ``sigma=10.0, scale=1000.0, unbiased=False``. Its kernel sums come from
             the same tiles (float tiles, never the bfloat16 screen); with
             ``reset_real_features=False`` the real side's sum is kept across resets.
+        clipped: clipped density and coverage (Salvy et al. 2026,
+            :func:`~lightning_prd.functional.clipped_density_coverage`): False (default), True, or a
+            dict overriding ``k=5``; returns ``clipped_density``, ``clipped_coverage``.
+        symmetric: symmetric precision and recall (Khayatkhoei & AbdAlmageed 2023,
+            :func:`~lightning_prd.functional.symmetric_precision_recall`): False (default), True, or
+            a dict overriding ``k=5``; returns ``sym_precision``, ``sym_recall``. Both join the shared
+            pass (no pass of their own; their cost is in ``benchmarks/bench_knn.py``); with ``True``
+            a family is left out on sets too small for it, with a dict that raises.
+        fd_infinity: FD∞ (Chong & Forsyth 2020), off by default (its own Fréchet fits): True, or a dict
+            overriding ``num_points=15, min_size=None, max_size=None, seed=0``; returns
+            ``frechet_distance_infinity``.
+        data_copying: the C_T data-copying statistic (Meehan et al. 2020), off by default: True, or a
+            dict overriding ``num_cells=3, cell_threshold=20, pca_dim=64, seed=0``; returns ``ct``,
+            ``ct_cells`` and ``authenticity_percentage``. Needs a held-out real set:
+            ``update(features, role="test")``; ``real`` is then the training set.
+        fld: FLD (Jiralerspong et al. 2023), off by default: True, or a dict overriding
+            ``gen_size=10000, num_epochs=50, lr=0.5, batch_size=10000, seed=0``; returns ``fld``,
+            ``fld_train``, ``fld_gap``, ``fld_nll_test``, ``fld_nll_train``, ``fld_nll_baseline``; needs
+            ``role="test"`` features like ``data_copying``.
+        per_class: scores per class of a conditional model
+            (:func:`~lightning_prd.functional.per_class.per_class_metrics`): every ``update`` then takes
+            ``labels=`` (one integer class per sample); returns ``<score>_per_class`` ``[C]`` and
+            ``<score>_mean`` for precision, recall, density, coverage (and the Fréchet distance with
+            ``frechet``), ``classes``, ``coverage_min`` and ``lowest_coverage_class``.
         kwargs: see :class:`~lightning_prd.metrics.base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
     ``coverage``, ``frechet_distance``; with ``probabilistic``: ``p_precision``, ``p_recall``; with
-    ``pr_cover``: ``precision_cover``, ``recall_cover`` (both on sets large enough for their
-    radii); with ``prd``:
+    ``pr_cover``: ``precision_cover``, ``recall_cover``; with ``clipped``: ``clipped_density``,
+    ``clipped_coverage``; with ``symmetric``: ``sym_precision``, ``sym_recall`` (each on sets large
+    enough for its radii); with ``prd``:
     ``f_beta``, ``f_inv_beta`` and the curves
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
@@ -114,6 +141,12 @@ class GenerativeMetrics(FeatureMetric):
         probabilistic: Union[bool, Mapping[str, Any]] = True,
         pr_cover: Union[bool, Mapping[str, Any]] = True,
         cmmd: Union[bool, Mapping[str, Any]] = False,
+        clipped: Union[bool, Mapping[str, Any]] = False,
+        symmetric: Union[bool, Mapping[str, Any]] = False,
+        fd_infinity: Union[bool, Mapping[str, Any]] = False,
+        data_copying: Union[bool, Mapping[str, Any]] = False,
+        fld: Union[bool, Mapping[str, Any]] = False,
+        per_class: bool = False,
         **kwargs: Any,
     ) -> None:
         self.plan = make_plan(
@@ -134,7 +167,15 @@ class GenerativeMetrics(FeatureMetric):
             probabilistic=probabilistic,
             pr_cover=pr_cover,
             cmmd=cmmd,
+            clipped=clipped,
+            symmetric=symmetric,
+            fd_infinity=fd_infinity,
+            data_copying=data_copying,
+            fld=fld,
         )
+        if not isinstance(per_class, bool):
+            raise ValueError(f"Expected argument `per_class` to be a bool, but got {per_class!r}")
+        self.per_class = per_class
         self.ball = self.plan.ball
         self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
@@ -143,7 +184,12 @@ class GenerativeMetrics(FeatureMetric):
         self.top_pr = self.plan.top_pr
         self.probabilistic, self.pr_cover = self.plan.probabilistic, self.plan.pr_cover
         self.cmmd = self.plan.cmmd
+        self.clipped, self.symmetric = self.plan.clipped, self.plan.symmetric
         super().__init__(**kwargs)
+        if needs_test(self.plan):
+            self.enable_role("test")
+        if per_class:
+            self.enable_labels()
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
         self._kid_warned = False
         #: the real set as a mean and covariance (a statistics file), in place of real features
@@ -202,6 +248,12 @@ class GenerativeMetrics(FeatureMetric):
             "probabilistic": plan.probabilistic is not None,
             "pr_cover": plan.pr_cover is not None,
             "cmmd": plan.cmmd is not None,
+            "clipped": plan.clipped is not None,
+            "symmetric": plan.symmetric is not None,
+            "fd_infinity": plan.fd_infinity is not None,
+            "data_copying": plan.data_copying is not None,
+            "fld": plan.fld is not None,
+            "per_class": self.per_class,
             "error_bars": plan.error_bars is not None,
             "per_sample": plan.per_sample,
         }
@@ -230,9 +282,26 @@ class GenerativeMetrics(FeatureMetric):
             real_cache=self.real_side(real),
             shard=self.knn_shard(),
             vendi_real=self._real_vendi(real),
+            test=self._features("test") if needs_test(self.plan) else None,
         )
         if res is not None:
             self._real_cache = res.real
+        if self.per_class:
+            plan = self.plan
+            out.update(
+                per_class_metrics(
+                    real,
+                    fake,
+                    real_labels=self._labels("real"),
+                    fake_labels=self._labels("fake"),
+                    k_pr=plan.k_pr,
+                    k_dc=plan.k_dc,
+                    frechet=plan.frechet,
+                    ball=plan.ball,
+                    dtype=self.knn_dtype,
+                    block_bytes=self.block_bytes,
+                )
+            )
         return out
 
     def _fitted_plan(self, num_real: int, num_fake: int) -> Plan:

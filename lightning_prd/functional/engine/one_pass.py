@@ -18,6 +18,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_min_samples, same_features
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import mean64
+from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
@@ -39,6 +40,7 @@ class RealSide:
             ``NND_k``, made exact on demand (:func:`.knn.self_radii`).
         kernel_sums: float64 sum of ``1 - exp(-gamma d^2)`` over the ordered real pairs
             ``i != j``, per ``gamma`` computed so far (:mod:`.knn.kernel`).
+        neighbours: per k of ``sq_radii``, the index of each point's k-th nearest other point.
     """
 
     points: Tensor
@@ -47,6 +49,7 @@ class RealSide:
     sq_radii: Dict[int, Tensor] = field(default_factory=dict)
     sq_radius_bounds: Dict[int, LooseRadius] = field(default_factory=dict)
     kernel_sums: Dict[float, Tensor] = field(default_factory=dict)
+    neighbours: Dict[int, Tensor] = field(default_factory=dict)
 
     @classmethod
     def build(cls, points: Tensor, dtype: torch.dtype, screens: bool = True) -> RealSide:
@@ -74,7 +77,7 @@ class RealSide:
         kernel = None if gamma is None or gamma in self.kernel_sums else KernelSum(gamma, self.points.device)
         if missing or loose or kernel is not None:
             points = work if work is not None else self.prepared
-            exact, bounds = knn.self_radii(points, missing, loose, block_bytes, shard, kernel=kernel)
+            exact, bounds = knn.self_radii(points, missing, loose, block_bytes, shard, kernel, self.neighbours)
             self.sq_radii.update(exact)
             self.sq_radius_bounds.update(bounds)
         if kernel is not None and gamma is not None:
@@ -162,6 +165,7 @@ def run_pass(
     shard: Optional[Shard] = None,
     ball: str = "closed",
     kernel_gamma: Optional[float] = None,
+    clipped: Optional[ClippedBalls] = None,
 ) -> PassResult:
     """Run the k-NN passes that the requested reductions need, once, on checked sets (no validation here).
 
@@ -191,6 +195,8 @@ def run_pass(
         kernel_gamma: also sum the Gaussian kernel ``exp(-gamma d^2)`` of this ``gamma`` over
             the three tile families (:class:`KernelSums`; the passes then run float tiles,
             never the bfloat16 screen, whose values are intervals).
+        clipped: the counts of clipped density and coverage (:mod:`.knn.clipped`; its ``k``
+            goes with ``member_ks``), or None.
     """
     real, fake = sets.real, sets.fake
     block_bytes = check_block_bytes(block_bytes)
@@ -259,6 +265,7 @@ def run_pass(
         shard=shard,
         strict=ball == "open",
         kernel=cross_kernel,
+        clipped=clipped,
     )
     sums = None
     if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:

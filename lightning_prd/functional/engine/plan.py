@@ -21,13 +21,18 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 from torch import Tensor
 
 from lightning_prd.functional.alpha_beta import check_num_alphas
+from lightning_prd.functional.clipped import check_clipped_sizes
 from lightning_prd.functional.cmmd import SCALE, SIGMA, check_cmmd_options, check_cmmd_sizes
+from lightning_prd.functional.data_copying import CELL_THRESHOLD, NUM_CELLS, PCA_DIM, check_data_copying_options
 from lightning_prd.functional.engine.inputs import (
     check_ball,
     check_int,
     check_min_samples,
     check_positive_int,
+    check_seed,
 )
+from lightning_prd.functional.fld import BATCH_SIZE, GEN_SIZE, LR, NUM_EPOCHS, check_fld_options
+from lightning_prd.functional.frechet_infinity import NUM_POINTS
 from lightning_prd.functional.kid import check_kid_options
 from lightning_prd.functional.pr_cover import check_cover_options, check_cover_sizes, cover_k
 from lightning_prd.functional.prd import check_beta, check_prd_options
@@ -35,7 +40,7 @@ from lightning_prd.functional.probabilistic import check_probabilistic
 from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, check_top_pr_options
 from lightning_prd.functional.vendi import check_vendi_order
 
-__all__ = ["Plan", "make_plan", "check_sizes", "family_options", "TOP_PR_DEFAULTS"]
+__all__ = ["Plan", "make_plan", "check_sizes", "family_options", "joined_ks", "TOP_PR_DEFAULTS"]
 
 #: options of ``prd=True`` (a dict passed as ``prd`` overrides some of them)
 PRD_DEFAULTS: Dict[str, Any] = dict(
@@ -51,9 +56,23 @@ VENDI_DEFAULTS: Dict[str, Any] = dict(q=1.0, normalize=True)
 PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2, terms="all")
 #: options of ``pr_cover=True`` (Cheema & Urner 2023; ``k=None``: ``ceil((ln N + 6) / C)``)
 PR_COVER_DEFAULTS: Dict[str, Any] = dict(k=None, C=3)
+#: options of ``clipped=True`` (Salvy et al. 2026: clipped density and coverage)
+CLIPPED_DEFAULTS: Dict[str, Any] = dict(k=5)
+#: options of ``symmetric=True`` (Khayatkhoei & AbdAlmageed 2023: symmetric precision and recall)
+SYMMETRIC_DEFAULTS: Dict[str, Any] = dict(k=5)
 #: options of ``cmmd=True`` (a dict passed as ``cmmd`` overrides some of them); sigma is
 #: calibrated for unit-norm CLIP embeddings
 CMMD_DEFAULTS: Dict[str, Any] = dict(sigma=SIGMA, scale=SCALE, unbiased=False)
+
+
+#: options of ``fd_infinity=True`` (dgm-eval's ``compute_FD_infinity``: 15 sizes from min(5000, M / 10) to M)
+FD_INFINITY_DEFAULTS: Dict[str, Any] = dict(num_points=NUM_POINTS, min_size=None, max_size=None, seed=0)
+#: options of ``data_copying=True`` (dgm-eval's ``ct.py``: PCA to 64 dimensions, 3 cells, at least 20 per cell)
+DATA_COPYING_DEFAULTS: Dict[str, Any] = dict(
+    num_cells=NUM_CELLS, cell_threshold=CELL_THRESHOLD, pca_dim=PCA_DIM, seed=0
+)
+#: options of ``fld=True`` (``marcojira/fld``: 10,000 generated samples, 50 epochs of Adam at 0.5)
+FLD_DEFAULTS: Dict[str, Any] = dict(gen_size=GEN_SIZE, num_epochs=NUM_EPOCHS, lr=LR, batch_size=BATCH_SIZE, seed=0)
 
 
 def _options(value: Any, defaults: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
@@ -113,6 +132,16 @@ class Plan:
     #: how the options are named in error messages (the caller's argument names)
     names: Dict[str, str] = field(default_factory=dict)
     cmmd: Optional[Dict[str, Any]] = None
+    #: clipped density and coverage's ``k`` (None: not computed); joins the k-NN pass
+    clipped: Optional[Dict[str, Any]] = None
+    #: symmetric precision and recall's ``k`` (None: not computed); joins the k-NN pass
+    symmetric: Optional[Dict[str, Any]] = None
+    #: FD∞'s options (None: not computed); its own Fréchet fits on generated subsets
+    fd_infinity: Optional[Dict[str, Any]] = None
+    #: C_T's options (None: not computed); needs a held-out real set ``test``
+    data_copying: Optional[Dict[str, Any]] = None
+    #: FLD's options (None: not computed); needs a held-out real set ``test``
+    fld: Optional[Dict[str, Any]] = None
 
 
 def make_plan(
@@ -134,6 +163,11 @@ def make_plan(
     probabilistic: Union[bool, Mapping[str, Any], None] = False,
     pr_cover: Union[bool, Mapping[str, Any], None] = False,
     cmmd: Union[bool, Mapping[str, Any], None] = False,
+    clipped: Union[bool, Mapping[str, Any], None] = False,
+    symmetric: Union[bool, Mapping[str, Any], None] = False,
+    fd_infinity: Union[bool, Mapping[str, Any], None] = False,
+    data_copying: Union[bool, Mapping[str, Any], None] = False,
+    fld: Union[bool, Mapping[str, Any], None] = False,
 ) -> Plan:
     """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
     names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
@@ -182,7 +216,38 @@ def make_plan(
     if cm is not None:
         with _group("cmmd"):
             cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
-    families = (prd_opts, ab, kid_opts, vendi_opts, top, prob, cover, cm)
+    clip = _options(clipped, CLIPPED_DEFAULTS, "clipped")
+    if clip is not None:
+        clip["k"] = check_positive_int(clip["k"], "clipped['k']")
+    sym = _options(symmetric, SYMMETRIC_DEFAULTS, "symmetric")
+    if sym is not None:
+        sym["k"] = check_positive_int(sym["k"], "symmetric['k']")
+    fdi = _options(fd_infinity, FD_INFINITY_DEFAULTS, "fd_infinity")
+    if fdi is not None:
+        with _group("fd_infinity"):
+            fdi["num_points"] = check_int(fdi["num_points"], "num_points", minimum=2)
+            for key in ("min_size", "max_size"):
+                fdi[key] = None if fdi[key] is None else check_int(fdi[key], key, minimum=2)
+            fdi["seed"] = check_seed(fdi["seed"])
+    ct = _options(data_copying, DATA_COPYING_DEFAULTS, "data_copying")
+    if ct is not None:
+        ct_keys = ("num_cells", "cell_threshold", "pca_dim", "seed")
+        with _group("data_copying"):
+            ct.update(zip(ct_keys, check_data_copying_options(*(ct[key] for key in ct_keys))))
+    fld_opts = _options(fld, FLD_DEFAULTS, "fld")
+    if fld_opts is not None:
+        fld_keys = ("gen_size", "num_epochs", "lr", "batch_size")
+        with _group("fld"):
+            checked = check_fld_options(
+                fld_opts["gen_size"],
+                fld_opts["num_epochs"],
+                fld_opts["lr"],
+                fld_opts["batch_size"],
+                None,
+                fld_opts["seed"],
+            )
+        fld_opts.update(zip(fld_keys, checked[:4]), seed=checked[5])
+    families = (prd_opts, ab, kid_opts, vendi_opts, top, prob, cover, cm, clip, sym, fdi, ct, fld_opts)
     core_on = k_pr is not None or k_dc is not None or any(v is True for v in (realism, authenticity, frechet))
     if not core_on and all(options is None for options in families):
         raise ValueError(
@@ -203,11 +268,25 @@ def make_plan(
         ball=check_ball(ball),
         probabilistic=prob,
         pr_cover=cover,
-        lenient=tuple(name for name, v in (("probabilistic", probabilistic), ("pr_cover", pr_cover)) if v is True),
+        lenient=tuple(
+            name
+            for name, v in (
+                ("probabilistic", probabilistic),
+                ("pr_cover", pr_cover),
+                ("clipped", clipped),
+                ("symmetric", symmetric),
+            )
+            if v is True
+        ),
         names=names,
         kid=kid_opts,
         vendi=vendi_opts,
         cmmd=cm,
+        clipped=clip,
+        symmetric=sym,
+        fd_infinity=fdi,
+        data_copying=ct,
+        fld=fld_opts,
     )
 
 
@@ -256,3 +335,24 @@ def family_options(
         else:
             check_cover_sizes(real, fake, *cover_kc, k_name="pr_cover['k']")
     return prob, cover_kc
+
+
+def joined_ks(plan: Plan, real: Tensor, fake: Tensor) -> Tuple[Optional[int], Optional[int]]:
+    """The ``k`` of clipped density/coverage and of symmetric precision/recall for these sets
+    (None: not computed). A family switched on by ``True`` is left out when a set is too small
+    for it (clipped: ``k + 1`` real and ``k`` generated samples; symmetric: ``k + 1`` of each);
+    one given options raises."""
+    clip_k = None if plan.clipped is None else plan.clipped["k"]
+    if clip_k is not None:
+        if "clipped" in plan.lenient and (real.shape[0] < clip_k + 1 or fake.shape[0] < clip_k):
+            clip_k = None
+        else:
+            check_clipped_sizes(real, fake, clip_k, "clipped['k']")
+    sym_k = None if plan.symmetric is None else plan.symmetric["k"]
+    if sym_k is not None:
+        if "symmetric" in plan.lenient and _small(real, fake, sym_k):
+            sym_k = None
+        else:
+            check_min_samples(real, sym_k, "real", "symmetric['k']")
+            check_min_samples(fake, sym_k, "fake", "symmetric['k']")
+    return clip_k, sym_k

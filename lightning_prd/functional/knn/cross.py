@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn.clipped import ClippedBalls, ClippedCounts
 from lightning_prd.functional.knn.cover import Cover, within_kth
 from lightning_prd.functional.knn.deferred import DeferredDecisions
 from lightning_prd.functional.knn.exact import lowest_identical
@@ -77,6 +78,7 @@ class CrossResult:
             (precision-cover), or None.
         fake_soft, real_soft: ``[M]`` / ``[N]`` float64 soft-ball probabilities of each fake
             against the real balls / each real against the fake balls (probabilistic P&R).
+        clipped: the counts of clipped density and coverage (:mod:`.clipped`), or None.
     """
 
     fake_in_real: Dict[int, Tensor] = field(default_factory=dict)
@@ -93,6 +95,7 @@ class CrossResult:
     fake_covered: Optional[Tensor] = None
     fake_soft: Optional[Tensor] = None
     real_soft: Optional[Tensor] = None
+    clipped: Optional[ClippedCounts] = None
 
 
 def cross_pass(
@@ -114,6 +117,7 @@ def cross_pass(
     shard: Optional[Shard] = None,
     strict: bool = False,
     kernel: Optional[KernelSum] = None,
+    clipped: Optional[ClippedBalls] = None,
     deferred: Optional[bool] = None,
 ) -> CrossResult:
     """One pass over the real x fake tiles, reduced in both directions.
@@ -136,6 +140,8 @@ def cross_pass(
         strict: open balls (``d < r``) for ``member_ks`` and ``recall_ks``; closed (``d <= r``)
             otherwise. The balls of ``value_ks`` are closed either way.
         kernel: a Gaussian kernel sum every real x fake pair is added to.
+        clipped: count the clipped real balls holding each fake and the fakes inside each
+            real ``NND_k`` ball (:mod:`.clipped`; its ``k`` should be in ``member_ks``).
         deferred: decide the ambiguous pairs after the loop (:mod:`.deferred`); None: on CUDA
             (no host synchronisation per tile), False: listed per tile.
     """
@@ -189,6 +195,8 @@ def cross_pass(
 
     # the balls, recall, realism and soft products of each tile; CUDA: no host synchronisation
     switch = tiling.Switch() if screened else None
+    if clipped is not None:  # fresh counts (a rerun on the listing path starts again)
+        clipped.start(real_sq_radii, n, m, dev)
     asked = TileQuestions(
         res,
         real,
@@ -201,6 +209,7 @@ def cross_pass(
         fake_values,
         realism,
         soft,
+        clipped,
     )
     balls = DeferredDecisions(**vars(asked)) if no_sync else ListedDecisions(**vars(asked), switch=switch)
     # kernel sums need the single-process tiles on every rank (their float32 sums depend on the shapes)
@@ -223,6 +232,8 @@ def cross_pass(
             return cross_pass(**{**args, "deferred": False})
     if kernel is not None:
         kernel.reduce(shard)
+    if clipped is not None:
+        res.clipped = clipped.finish(shard)
     if shard is not None:
         _combine(res, shard)
         for near in (near_fake, near_real):

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.members import Ambiguous, Members, rows_inside
 from lightning_prd.functional.knn.points import PointSet, bound
@@ -63,6 +64,7 @@ class TileQuestions:
         real_sq_radii / fake_sq_radii: float64 squared radii per k.
         fake_values: per-fake values for beta-recall's minima, or None.
         realism / soft: the pass's realism lists and soft products, or None.
+        clipped: the counts of clipped density and coverage (:mod:`.clipped`), or None.
     """
 
     res: Any
@@ -76,6 +78,7 @@ class TileQuestions:
     fake_values: Optional[Tensor]
     realism: Optional[RealismLists]
     soft: Optional[SoftProducts]
+    clipped: Optional[ClippedBalls] = None
 
 
 @dataclass
@@ -124,6 +127,8 @@ class ListedDecisions(TileQuestions):
                 best = res.real_ball_min_value[k]
                 values = self.fake_values if self.fake_values is not None else best.new_zeros(0)
                 best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
+        if self.clipped is not None:
+            self.clipped.commit(rs, cs)
         if self.soft is not None:
             self.soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
         for k, rows_in in inside.items():
@@ -141,6 +146,8 @@ class ListedDecisions(TileQuestions):
         wider: Optional[Members] = None
         for k, open_ in self.kinds:
             balls[k, open_] = wider = Members(sq, self.real_sq_radii[k][rs], row_bound, exact_fn, wider, limit, open_)
+        if self.clipped is not None:  # inside the NND_k balls: from their members
+            self.clipped.decide(sq, rs, balls, row_bound, exact_fn, limit)
         done = self.res.real_in_fake
         inside = {
             k: rows_inside(sq, self.fake_sq_radii[k][cs], col_bound, exact_fn, done[k][rs], limit, strict=self.strict)

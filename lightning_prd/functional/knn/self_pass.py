@@ -113,6 +113,7 @@ def self_radii(
     block_bytes: int = tiling.DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
     kernel: Optional[KernelSum] = None,
+    neighbours: Optional[Dict[int, Tensor]] = None,
 ) -> Tuple[Dict[int, Tensor], Dict[int, LooseRadius]]:
     """:func:`self_knn`'s exact squared ``NND_k`` for ``ks``, and for each ``k`` of ``loose_ks``
     a :class:`LooseRadius`: a float64 ``[n, 2]`` interval ``(low, high)`` holding the exact
@@ -123,6 +124,9 @@ def self_radii(
     ``k``-th smallest distance, since at most ``k - 1`` other rows have a smaller tile value and
     the first ``k`` listed have at most ``v``. No float64 work is done for these radii until
     :meth:`LooseRadius.exact` asks for some rows.
+
+    ``neighbours``, when given, is filled with the index of each row's ``k``-th nearest other
+    row for every ``k`` of ``ks`` (the row whose distance is the radius; tied rows in any order).
     """
     ks = sorted(set(int(k) for k in ks))
     loose = sorted(set(int(k) for k in loose_ks) - set(ks))
@@ -191,4 +195,6 @@ def self_radii(
     refined = refine_topk(
         points, points, vals, idx, ks, True, truncated=t < n - 1, block_bytes=block_bytes, by_index=False, shard=shard
     )
+    if neighbours is not None:
+        neighbours.update({k: refined[k][1] for k in ks})
     return {k: refined[k][0] for k in ks}, intervals
