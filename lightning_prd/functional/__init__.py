@@ -12,11 +12,17 @@ from lightning_prd.functional.alpha_beta import alpha_beta_masks, alpha_precisio
 from lightning_prd.functional.audit import audit_samples, filter_fake
 from lightning_prd.functional.clipped import clipped_density_coverage
 from lightning_prd.functional.cmmd import cmmd
+from lightning_prd.functional.data_copying import data_copying
 from lightning_prd.functional.density_coverage import density_coverage
 from lightning_prd.functional.engine.oneclass import train_oneclass
+from lightning_prd.functional.engine.pareto import pareto_front
+from lightning_prd.functional.fld import feature_likelihood_divergence
 from lightning_prd.functional.frechet import frechet_distance
+from lightning_prd.functional.frechet_infinity import frechet_distance_infinity
 from lightning_prd.functional.generative import generative_metrics
 from lightning_prd.functional.kid import kernel_inception_distance
+from lightning_prd.functional.memorization import authenticity_percentage, closest_pairs, nearest_real_neighbours
+from lightning_prd.functional.per_class import per_class_metrics, per_class_scalars
 from lightning_prd.functional.pr_cover import precision_recall_cover
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
@@ -30,13 +36,22 @@ __all__ = [
     "alpha_precision_beta_recall",
     "audit_samples",
     "authenticity",
+    "authenticity_percentage",
     "clipped_density_coverage",
+    "closest_pairs",
     "cmmd",
+    "data_copying",
     "density_coverage",
+    "feature_likelihood_divergence",
     "filter_fake",
     "frechet_distance",
+    "frechet_distance_infinity",
     "generative_metrics",
     "kernel_inception_distance",
+    "nearest_real_neighbours",
+    "pareto_front",
+    "per_class_metrics",
+    "per_class_scalars",
     "prd_curve",
     "prd_f_beta",
     "prd_from_histograms",
