@@ -234,7 +234,7 @@ def test_missing_sampler_fails_in_setup(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        (dict(real="data.npy"), TypeError, "`real`"),
+        (dict(real="data.npy"), FileNotFoundError, "`real`.*data.npy"),
         (dict(real=torch.empty(0, 2)), ValueError, "`real`"),
         (dict(sample_fn=3), TypeError, "`sample_fn`"),
         (dict(num_samples=0), ValueError, "`num_samples`.*0"),
