@@ -55,7 +55,7 @@ from lightning_prd.functional.engine.plan import (
 )
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.frechet import frechet_of
-from lightning_prd.functional.held_out import held_out_scores, needs_test
+from lightning_prd.functional.held_out import check_held_out_test, held_out_scores
 from lightning_prd.functional.kid import kid_scores, kid_summary
 from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.shard import Shard
@@ -111,8 +111,7 @@ def scores_from_plan(
     """
     real, fake = sets.real, sets.fake
     check_sizes(plan, real, fake)
-    if test is not None and not needs_test(plan) or test is None and needs_test(plan):
-        held_out_scores(sets, plan, test, None)  # raises, naming `test`, before any work
+    test = check_held_out_test(plan, real, test)  # before any work
     k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
     prob, cover_kc = family_options(plan, real, fake)
     clip_k, sym_k = joined_ks(plan, real, fake)

@@ -41,7 +41,7 @@ from lightning_prd.functional.fld import feature_likelihood_divergence
 from lightning_prd.functional.frechet_infinity import frechet_distance_infinity
 from lightning_prd.functional.memorization import authenticity_percentage_of, check_test_set, nearest_real_from_pass
 
-__all__ = ["held_out_scores", "needs_test"]
+__all__ = ["check_held_out_test", "held_out_scores", "needs_test"]
 
 
 def needs_test(plan: Plan) -> bool:
@@ -49,25 +49,31 @@ def needs_test(plan: Plan) -> bool:
     return plan.data_copying is not None or plan.fld is not None
 
 
+def check_held_out_test(plan: Plan, real: Tensor, test: Optional[Any]) -> Optional[Tensor]:
+    """``test`` checked against the checked ``real`` features: required when :func:`needs_test`, refused
+    otherwise (each error names the argument ``test``)."""
+    if not needs_test(plan):
+        if test is not None:
+            raise ValueError(
+                "Expected no argument `test` without a score that uses it (`data_copying`, `fld`), but got a test set"
+            )
+        return None
+    if test is None:
+        asked = " and ".join(n for n, o in (("data_copying", plan.data_copying), ("fld", plan.fld)) if o)
+        raise ValueError(f"Expected argument `test` (a held-out real set) for `{asked}`, but got None")
+    return check_test_set(real, test)
+
+
 def held_out_scores(
     sets: FeatureSets,
     plan: Plan,
-    test: Optional[Any],
+    test: Optional[Tensor],
     res: Optional[PassResult],
 ) -> Dict[str, Tensor]:
-    """FD∞ and the memorization panel of ``plan`` on checked sets (``res``: the shared k-NN pass, for the
-    authenticity percentage). ``test`` is required when :func:`needs_test`, and refused otherwise."""
+    """FD∞ and the memorization panel of ``plan`` on checked sets, with ``test`` checked by
+    :func:`check_held_out_test` (``res``: the shared k-NN pass, for the authenticity percentage)."""
     out: Dict[str, Tensor] = {}
     real, fake = sets.real, sets.fake
-    if needs_test(plan):
-        if test is None:
-            asked = " and ".join(n for n, o in (("data_copying", plan.data_copying), ("fld", plan.fld)) if o)
-            raise ValueError(f"Expected argument `test` (a held-out real set) for `{asked}`, but got None")
-        test = check_test_set(real, test)
-    elif test is not None:
-        raise ValueError(
-            "Expected no argument `test` without a score that uses it (`data_copying`, `fld`), but got a test set"
-        )
     if plan.fd_infinity is not None:
         fd = frechet_distance_infinity(real, fake, **plan.fd_infinity)
         out["frechet_distance_infinity"] = fd["frechet_distance_infinity"]

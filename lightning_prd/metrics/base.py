@@ -277,7 +277,7 @@ class FeatureMetric(Metric):
             for role in self._roles
             if role != "fake"
             for name in (f"{role}_features", f"{role}_labels")
-            if hasattr(self, name) and name in self._defaults
+            if name in self._defaults
         }
         super().reset()
         for name, value in kept.items():
