@@ -23,7 +23,9 @@ The folder, by file: :mod:`~lightning_prd.cli.parser` (flags and help), :mod:`~l
 (the entry point), :mod:`~lightning_prd.cli.evaluate` (``evaluate`` and ``compare``),
 :mod:`~lightning_prd.cli.features` (``features``), :mod:`~lightning_prd.cli.runs` (``runs``),
 :mod:`~lightning_prd.cli.inputs` (reading ``PATH``), :mod:`~lightning_prd.cli.reference` (``--real`` files
-of other tools) and :mod:`~lightning_prd.cli.checks` (output paths, unknown flags). It may import every
+of other tools and ``--test``), :mod:`~lightning_prd.cli.labels` (``--real-labels``/``--fake-labels``),
+:mod:`~lightning_prd.cli.columns` (the table's columns, their directions, the per-class table) and
+:mod:`~lightning_prd.cli.checks` (output paths, unknown flags). It may import every
 other folder of the package; nothing in the package imports it.
 
 Example:

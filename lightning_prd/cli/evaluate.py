@@ -3,7 +3,12 @@ set with one ``GenerativeMetrics`` pass, print the table, write ``--json`` and `
 
 ``--only frechet`` scores the Fréchet distance alone, and is what a ``--real`` of statistics (a mean
 and a covariance, :mod:`lightning_prd.cli.reference`) serves: the metric is then given those
-statistics in place of real features (``GenerativeMetrics.set_real_statistics``)."""
+statistics in place of real features (``GenerativeMetrics.set_real_statistics``).
+
+``--fd-infinity``, ``--data-copying`` and ``--fld`` switch on the metric's ``fd_infinity``,
+``data_copying`` and ``fld`` (seeded by ``--seed``); the last two need the held-out set ``--test``,
+given to the metric as its ``"test"`` role. ``evaluate --real-labels/--fake-labels`` switch on its
+``per_class`` scores, printed as a second table (:mod:`lightning_prd.cli.columns`)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -19,10 +24,24 @@ from torch import Tensor
 
 from lightning_prd import __version__
 from lightning_prd.cli.checks import check_outputs, write_output
-from lightning_prd.cli.inputs import CLIError, _check_path, _Source
+from lightning_prd.cli.columns import (
+    best,
+    better,
+    cell,
+    lowest_coverage_line,
+    per_class_payload,
+    per_class_rows,
+    scalar,
+)
+from lightning_prd.cli.inputs import CLIError, _check_path, _Source, _subsample_rows
+from lightning_prd.cli.labels import Labels, check_labels_path, labels_for, read_labels
 from lightning_prd.cli.parser import SCORES
-from lightning_prd.cli.reference import load_set
-from lightning_prd.runs.scores import best_index, direction_label, format_score
+from lightning_prd.cli.reference import BY_CONTENT, load_set
+
+#: the flags that need the held-out set --test, and the Namespace attribute of each
+HELD_OUT_FLAGS = (("--data-copying", "data_copying"), ("--fld", "fld"))
+#: one generated set's results: its scalar scores, its curves, and its per-class scores (None without labels)
+Result = Tuple[Dict[str, Any], Dict[str, np.ndarray], Optional[Dict[str, Any]]]
 
 
 # ---------------------------------------------------------------------------- scores
@@ -30,10 +49,20 @@ class _Scorer:
     """Scores of generated sets against one real set, from one ``GenerativeMetrics`` pass per set;
     the real side's k-NN radii are computed once."""
 
-    def __init__(self, real: _Source, args: argparse.Namespace, device: torch.device) -> None:
+    def __init__(
+        self,
+        real: _Source,
+        args: argparse.Namespace,
+        device: torch.device,
+        *,
+        test: Optional[_Source] = None,
+        real_labels: Optional[Tensor] = None,
+    ) -> None:
         from lightning_prd import GenerativeMetrics
 
         self.args, self.device = args, device
+        self.per_class = real_labels is not None
+        seeded = dict(seed=args.seed)
         self.only_frechet = args.only == "frechet"
         self.prd = not args.no_prd and not self.only_frechet
         self.alpha_beta = not args.no_alpha_beta and not self.only_frechet
@@ -55,6 +84,10 @@ class _Scorer:
             cmmd=args.cmmd,
             clipped=args.clipped,
             symmetric=args.symmetric,
+            fd_infinity=seeded if args.fd_infinity else False,
+            data_copying=seeded if args.data_copying else False,
+            fld=seeded if args.fld else False,
+            per_class=self.per_class,
         ).to(device)
         if real.statistics is not None:
             mean, cov = real.statistics
@@ -62,14 +95,18 @@ class _Scorer:
                 mean.to(device), cov.to(device), num_samples=real.total or None, source=f"--real {real.path}"
             )
         else:
-            self.metric.update(real.features.to(device), real=True)
+            labels = real_labels.to(device) if real_labels is not None else None
+            self.metric.update(real.features.to(device), real=True, labels=labels)
+        if test is not None:
+            self.metric.update(test.features.to(device), role="test")
 
-    def __call__(self, fake: Tensor) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
+    def __call__(self, fake: Tensor, fake_labels: Optional[Tensor] = None) -> Result:
         from tqdm.auto import tqdm
 
         from lightning_prd.functional.knn import tile_progress
 
-        self.metric.update(fake.to(self.device), real=False)
+        labels = fake_labels.to(self.device) if fake_labels is not None else None
+        self.metric.update(fake.to(self.device), real=False, labels=labels)
         bar = tqdm(desc="k-NN distance tiles", unit="tile", disable=self.args.quiet or not sys.stderr.isatty())
         try:
             with tile_progress(bar.update):
@@ -77,9 +114,12 @@ class _Scorer:
         finally:
             bar.close()
             self.metric.reset()
-        scores = {k: float(result[k]) for k in SCORES if k in result}
-        curves = {k: _np(v) for k, v in result.items() if v.ndim == 1}
-        return scores, curves
+        scores = {k: scalar(result[k]) for k in SCORES if k in result}
+        per_class = per_class_payload(result) if self.per_class else None
+        curves = {
+            k: _np(v) for k, v in result.items() if v.ndim == 1 and k != "classes" and not k.endswith("_per_class")
+        }
+        return scores, curves, per_class
 
 
 def _np(x: Any) -> np.ndarray:
@@ -87,8 +127,8 @@ def _np(x: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- output
-def _fmt(value: float) -> str:
-    return format_score(value)
+def _fmt(value: Union[int, float]) -> str:
+    return cell(value)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -102,14 +142,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(table[0]), "  ".join("-" * w for w in widths), *map(line, table[1:])])
 
 
-def _direction_rows(
-    names: Sequence[str], results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]
-) -> List[List[str]]:
+def _direction_rows(names: Sequence[str], results: Sequence[Tuple[str, Result]]) -> List[List[str]]:
     """``compare``'s last rows: which way each score is better, and which set is best by it."""
-    better = ["(better)", "", *[direction_label(k) for k in names]]
-    picks = [best_index(k, [scores.get(k, float("nan")) for _, scores, _ in results]) for k in names]
-    best = ["(best)", "", *[results[i][0] if i is not None else "-" for i in picks]]
-    return [better, best]
+    ways = ["(better)", "", *[better(k) for k in names]]
+    picks = [best(k, [scores.get(k, float("nan")) for _, (scores, _, _) in results]) for k in names]
+    bests = ["(best)", "", *[results[i][0] if i is not None else "-" for i in picks]]
+    return [ways, bests]
 
 
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
@@ -140,6 +178,11 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "cmmd": scorer.metric.cmmd,
         "clipped": scorer.metric.clipped,
         "symmetric": scorer.metric.symmetric,
+        "fd_infinity": scorer.metric.plan.fd_infinity,
+        "data_copying": scorer.metric.plan.data_copying,
+        "fld": scorer.metric.plan.fld,
+        "test_key": (args.test_key or args.key) if args.test is not None else None,
+        "per_class": scorer.per_class,
     }
 
 
@@ -155,10 +198,19 @@ def _entry(src: _Source) -> str:
     return (f" [{src.key}]" if src.key is not None else "") + layout
 
 
-def _header(real: _Source, fake: Optional[_Source], dim: int, args: argparse.Namespace, scorer: _Scorer) -> str:
+def _header(
+    real: _Source,
+    fake: Optional[_Source],
+    dim: int,
+    args: argparse.Namespace,
+    scorer: _Scorer,
+    test: Optional[_Source] = None,
+) -> str:
     lines = [f"real      {real.path}{_entry(real)}  {_count(real, 'N')}"]
     if fake is not None:
         lines.append(f"fake      {fake.path}{_entry(fake)}  {_count(fake, 'M')}")
+    if test is not None:
+        lines.append(f"test      {test.path}{_entry(test)}  {_count(test, 'T')}  (held out)")
     made_with = f"  (--real made with {real.made_with})" if real.made_with and args.extractor is None else ""
     lines.append(f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}{made_with}")
     if scorer.only_frechet:
@@ -183,17 +235,17 @@ def _write_json(path: str, payload: Dict[str, Any]) -> None:
     write_output("--json", path, lambda out: out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n"))
 
 
-def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[str, np.ndarray]]]) -> None:
+def _write_plot(path: str, results: Sequence[Tuple[str, Result]]) -> None:
     """One PNG: PRD curves and alpha/beta curves when computed, and the (recall, precision) points."""
     from matplotlib.figure import Figure
 
     marker = {"prd": "prd_precision", "alpha_beta": "alphas"}
-    panels = [p for p in ("prd", "alpha_beta") if any(marker[p] in curves for _, _, curves in results)]
+    panels = [p for p in ("prd", "alpha_beta") if any(marker[p] in curves for _, (_, curves, _) in results)]
     fig = Figure(figsize=(4.6 * (len(panels) + 1), 4.2), dpi=110, layout="constrained")
     axes = fig.subplots(1, len(panels) + 1, squeeze=False)[0]
     colours = [f"C{i % 10}" for i in range(len(results))]
     for ax, panel in zip(axes, panels):
-        for (label, _, c), colour in zip(results, colours):
+        for (label, (_, c, _)), colour in zip(results, colours):
             if panel == "prd" and "prd_precision" in c:
                 ax.plot(c["prd_recall"], c["prd_precision"], color=colour, label=label)
             elif panel == "alpha_beta" and "alphas" in c:
@@ -213,7 +265,7 @@ def _write_plot(path: str, results: Sequence[Tuple[str, Dict[str, float], Dict[s
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", loc="lower left" if panel == "prd" else "upper left")
     ax = axes[-1]
-    for (label, scores, _), colour in zip(results, colours):
+    for (label, (scores, _, _)), colour in zip(results, colours):
         if "precision" in scores and "recall" in scores:
             ax.scatter([scores["recall"]], [scores["precision"]], color=colour, zorder=2)
             ax.annotate(
@@ -236,22 +288,95 @@ def _check_outputs(args: argparse.Namespace, inputs: Sequence[Tuple[str, str]]) 
 
 
 def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None:
-    """Cheap checks of every ``--real``/``--fake`` PATH before the (possibly long) work starts
-    (``--real`` may be a reference file of another tool, of any name)."""
+    """Cheap checks of every ``--real``/``--test``/``--fake`` PATH before the (possibly long) work starts
+    (``--real`` and ``--test`` may be reference files of another tool, of any name)."""
     for flag, text in paths:
-        _check_path(text, flag, has_extractor, by_content=flag == "--real")
+        _check_path(text, flag, has_extractor, by_content=flag in BY_CONTENT)
 
 
 def _check_only(args: argparse.Namespace) -> None:
     """``--only frechet`` leaves out every other score: the flags that add one, and ``--plot``, are refused."""
     if args.only != "frechet":
         return
-    names = ("kid", "vendi", "top_pr", "cmmd", "clipped", "symmetric")
+    names = ("kid", "vendi", "top_pr", "cmmd", "clipped", "symmetric", "fd_infinity", "data_copying", "fld")
     added = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name)]
+    added += [flag for flag, name in _LABEL_FLAGS if getattr(args, name, None) is not None]
     if added:
         raise CLIError(f"--only frechet: scores the Fréchet distance alone, but {', '.join(added)} asks for more")
     if args.plot:
         raise CLIError(f"--plot {args.plot}: --only frechet gives no curve and no precision/recall to draw")
+
+
+def _check_held_out(args: argparse.Namespace) -> None:
+    """``--data-copying`` and ``--fld`` need ``--test``, and ``--test`` needs one of them (checked before any
+    file is read: a held-out set no score uses would be read and silently ignored)."""
+    uses = [flag for flag, name in HELD_OUT_FLAGS if getattr(args, name)]
+    if uses and args.test is None:
+        raise CLIError(
+            f"{' and '.join(uses)} {'needs' if len(uses) == 1 else 'need'} --test PATH: a held-out set of real "
+            "samples the model never saw (--real is then its training set)"
+        )
+    if args.test is not None and not uses:
+        raise CLIError(
+            f"--test {args.test}: no score asked for uses a held-out set; add --data-copying and/or --fld, "
+            "or leave --test out"
+        )
+    if args.test_key is not None and args.test is None:
+        raise CLIError(f"--test-key {args.test_key}: needs --test PATH (the file whose entry it names)")
+
+
+#: the per-class flags of ``evaluate`` and their Namespace attributes
+_LABEL_FLAGS = (("--real-labels", "real_labels"), ("--fake-labels", "fake_labels"))
+
+
+def _label_paths(args: argparse.Namespace) -> List[Tuple[str, str]]:
+    """``(flag, PATH)`` of the labels files given; both or neither (one line naming the missing one)."""
+    given = [(flag, getattr(args, name, None)) for flag, name in _LABEL_FLAGS]
+    present = [(flag, text) for flag, text in given if text is not None]
+    if len(present) == 1:
+        flag, text = present[0]
+        other = next(f for f, _ in _LABEL_FLAGS if f != flag)
+        raise CLIError(
+            f"{flag} {text}: needs {other} PATH as well (per-class scores compare the real and the generated "
+            "samples of each class)"
+        )
+    for flag, text in present:
+        check_labels_path(text, flag)
+    return present
+
+
+def _set_labels(labels: Optional[Labels], flag: str, src: _Source, set_flag: str, args: argparse.Namespace) -> Any:
+    """The labels of the rows of ``src`` that were kept (``--num-samples`` keeps the labels of the rows it keeps)."""
+    if labels is None:
+        return None
+    labels_for(labels, flag, set_flag, src.path, src.total)
+    rows = _subsample_rows(src.total, args.num_samples, args.seed)
+    return labels.labels if rows is None else labels.labels[rows]
+
+
+def _check_test(test: _Source, real: _Source, args: argparse.Namespace) -> None:
+    """The held-out set against the training set ``--real``: its width, not the same samples, enough for FLD."""
+    if test.dim != real.dim:
+        raise CLIError(f"--test {args.test}: {test.dim} features per sample, but --real has {real.dim} ({args.real})")
+    if test.features.shape == real.features.shape and torch.equal(test.features, real.features):
+        raise CLIError(
+            f"--test {args.test}: the same samples as --real {args.real}; the held-out set must be real samples "
+            "the model was not trained on"
+        )
+    if args.fld:
+        if test.num < 2:
+            raise CLIError(f"--fld: expected at least 2 --test samples, but --test {args.test} holds {test.num}")
+        flat = torch.nonzero(test.features.double().std(0) == 0).flatten()
+        if flat.numel():
+            raise CLIError(
+                f"--fld: --test {args.test} has {flat.numel()} constant features (the first is feature "
+                f"{int(flat[0])}); FLD divides every set by the held-out set's standard deviation"
+            )
+
+
+def _core_error(err: Exception) -> str:
+    """A message of the functional core in the command's words (its ``test`` argument is ``--test``)."""
+    return " ".join(str(err).replace("argument `test`", "--test").replace("`test`", "--test").split())
 
 
 def _check_sizes(
@@ -301,12 +426,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Run ``evaluate`` or ``compare`` on parsed arguments; returns the exit status."""
     device = _device(args.device)
     fakes = args.fake if isinstance(args.fake, list) else [args.fake]
-    labels = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
-    if len(labels) != len(fakes):
-        raise CLIError(f"--labels: got {len(labels)} labels for {len(fakes)} --fake sets")
+    names = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
+    if len(names) != len(fakes):
+        raise CLIError(f"--labels: got {len(names)} labels for {len(fakes)} --fake sets")
     _check_only(args)
-    _check_inputs([("--real", args.real), *(("--fake", p) for p in fakes)], args.extractor is not None)
-    _check_outputs(args, [("--real", args.real), *(("--fake", p) for p in fakes)])
+    _check_held_out(args)
+    label_paths = _label_paths(args)
+    sets = [("--real", args.real), *([("--test", args.test)] if args.test is not None else [])]
+    sets += [("--fake", p) for p in fakes]
+    _check_inputs(sets, args.extractor is not None)
+    _check_outputs(args, [*sets, *label_paths])
+    real_labels, fake_labels = (read_labels(text, flag) for flag, text in label_paths) if label_paths else (None, None)
     extractor = _extractor(args, device)
     real = load_set(args.real, "--real", args, extractor, device)
     only = args.only == "frechet"
@@ -314,10 +444,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
     need = "a covariance" if only else "k-NN radii"
     if real.statistics is None:
         _check_sizes(real, "--real", knn, args, need=need)
+    real_rows = _set_labels(real_labels, "--real-labels", real, "--real", args)
+    test = load_set(args.test, "--test", args, extractor, device) if args.test is not None else None
+    if test is not None:
+        _check_test(test, real, args)
     dim = real.dim
-    scorer = _Scorer(real, args, device)
-    results, sources = [], []
-    for path, label in zip(fakes, labels):
+    scorer = _Scorer(real, args, device, test=test, real_labels=real_rows)
+    if test is not None:
+        test.features = test.features[:, :0].cpu()  # the metric holds them; keep the count
+    results: List[Tuple[str, Result]] = []
+    sources = []
+    for path, name in zip(fakes, names):
         fake = load_set(path, "--fake", args, extractor, device)
         if (fake.picked or real.picked) and fake.key == real.key and Path(path).resolve() == Path(args.real).resolve():
             raise CLIError(
@@ -335,40 +472,60 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 f"--prd-clusters: expected at most {clustered}, but got {args.prd_clusters} (PRD clusters "
                 f"2 x min(N, M) samples; N = {real.num}, M = {fake.num} for --fake {path})"
             )
+        if args.fd_infinity and fake.num < 3:
+            raise CLIError(
+                f"--fd-infinity: expected at least 3 generated samples (FD-infinity fits a line through subsets of "
+                f"2 to M samples), but --fake {path} holds {fake.num}"
+            )
+        fake_rows = _set_labels(fake_labels, "--fake-labels", fake, "--fake", args)
         try:
-            scores, curves = scorer(fake.features)
+            result = scorer(fake.features, fake_rows)
         except ValueError as err:
-            raise CLIError(f"cannot score --fake {path}: {err}") from err
+            raise CLIError(f"cannot score --fake {path}: {_core_error(err)}") from err
         fake.features = fake.features[:, :0].cpu()  # keep the count, free the memory
-        results.append((label, scores, curves))
+        results.append((name, result))
         sources.append(fake)
 
-    print(_header(real, sources[0] if args.command == "evaluate" else None, dim, args, scorer))
+    evaluate = args.command == "evaluate"
+    print(_header(real, sources[0] if evaluate else None, dim, args, scorer, test))
     print()
-    if args.command == "evaluate":
-        rows = [[k, _fmt(v), direction_label(k)] for k, v in results[0][1].items()]
-        print(_table(["score", "value", "better"], rows))
+    if evaluate:
+        scores, _, per_class = results[0][1]
+        print(_table(["score", "value", "better"], [[k, _fmt(v), better(k)] for k, v in scores.items()]))
+        if per_class is not None:
+            print()
+            given = ", ".join(f"{flag} {text}" for flag, text in label_paths)
+            print(f"per class  {len(per_class['classes'])} classes  ({given})")
+            print()
+            rows = per_class_rows(per_class)
+            print(_table(rows[0], rows[1:]))
+            print(lowest_coverage_line(per_class))
     else:
-        names = [k for k in SCORES if any(k in scores for _, scores, _ in results)]
+        columns = [k for k in SCORES if any(k in scores for _, (scores, _, _) in results)]
         rows = [
-            [label, str(src.num), *[_fmt(scores[k]) if k in scores else "-" for k in names]]
-            for (label, scores, _), src in zip(results, sources)
+            [name, str(src.num), *[_fmt(scores[k]) if k in scores else "-" for k in columns]]
+            for (name, (scores, _, _)), src in zip(results, sources)
         ]
-        print(_table(["fake", "M", *names], [*rows, *_direction_rows(names, results)]))
+        print(_table(["fake", "M", *columns], [*rows, *_direction_rows(columns, results)]))
     if args.json:
         payload: Dict[str, Any] = {
             "command": args.command,
             "version": __version__,
             "real": real.describe(),
+            "test": test.describe() if test is not None else None,
             "num_features": dim,
             "settings": _settings(args, scorer, device),
         }
-        if args.command == "evaluate":
-            payload.update(fake=sources[0].describe(), scores=results[0][1])
+        if evaluate:
+            scores, _, per_class = results[0][1]
+            payload.update(fake=sources[0].describe(), scores=scores)
+            if per_class is not None and real_labels is not None and fake_labels is not None:
+                labels = {"real_labels": real_labels.describe(), "fake_labels": fake_labels.describe()}
+                payload["per_class"] = {**labels, **per_class}
         else:
             payload["results"] = [
-                {"label": label, **src.describe(), "scores": scores}
-                for (label, scores, _), src in zip(results, sources)
+                {"label": name, **src.describe(), "scores": scores}
+                for (name, (scores, _, _)), src in zip(results, sources)
             ]
         _write_json(args.json, payload)
     if args.plot:

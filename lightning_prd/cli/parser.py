@@ -8,13 +8,14 @@ import argparse
 from typing import Any, Optional
 
 from lightning_prd import __version__
+from lightning_prd.cli.columns import COLUMNS
 from lightning_prd.cli.runs import add_runs_parser
 from lightning_prd.functional.engine.inputs import MAX_SEED
-from lightning_prd.runs.scores import DIRECTIONS
 
 PROG = "lightning-prd"
-#: the scores of the table, in its order, and which way each is better (one table for the package)
-SCORES = DIRECTIONS
+#: the scores of the table, in its order, and which way each is better (the package's table, then the
+#: held-out scores: :mod:`lightning_prd.cli.columns`)
+SCORES = COLUMNS
 
 EPILOG = f"""\
 inputs:
@@ -42,6 +43,16 @@ inputs:
   A file of statistics (mean, covariance) serves the Frechet distance alone: pass --only frechet;
   the k-NN scores, PRD, alpha/beta and the rest need per-sample features ('lightning-prd features'
   writes them once). The extractor a file names must be --extractor, which then embeds --fake only.
+  --test PATH is a held-out real set the model never saw, for --data-copying and --fld (--real is
+  then the training set): any form above that holds per-sample features or images, never
+  statistics; --test-key picks its entry. Either flag without --test is an error, and so is
+  --test without either flag (it would be read and used by no score); both are checked before
+  any file is read. --test may not hold the same samples as --real.
+  --real-labels / --fake-labels PATH (evaluate): the class of each sample, integers, one per
+  sample in the order the set is read (a folder: its sorted paths; --num-samples keeps the
+  labels of the rows it keeps): .npy, .npz (the array 'labels', else the only one), .pt/.pth
+  (a tensor, or the dict's tensor 'labels'), .txt (integers separated by white space, '#'
+  starts a comment line). Float, bool and string labels are refused: map them to integers.
   Pickles and torch.save files are read as data; one that asks to run code is refused.
   Features are floating point: float16/bfloat16 are read as float32 (the same scores as
   float32 files); integer and bool arrays are refused unless --extractor embeds them.
@@ -60,8 +71,24 @@ scores (the table, and --json):
   frechet_distance                the FID formula on these features
   clipped_density, clipped_coverage  with --clipped: Salvy et al. 2026 (k = 5), bounded in [0, 1]
   sym_precision, sym_recall       with --symmetric: Khayatkhoei & AbdAlmageed 2023 (k = 5)
-  The 'better' column: higher, lower (frechet_distance), or 1 is ideal (density: below 1
-  means samples in empty regions, above 1 samples piled in dense regions).
+  frechet_distance_infinity       with --fd-infinity: the Frechet distance extrapolated to infinitely
+                                  many generated samples (15 subsets seeded by --seed), Chong &
+                                  Forsyth 2020
+  ct, ct_cells                    with --data-copying: the C_T statistic (about 0: no copying; below
+                                  about -3: copying; above 0: underfitting) and the cells it
+                                  averages, Meehan et al. 2020 (PCA to 64 dims, 3 cells)
+  authenticity_percentage         with --data-copying: 100 x authenticity (with alpha/beta on)
+  fld, fld_gap, fld_nll_test      with --fld: Feature Likelihood Divergence (lower is better; about
+  fld_train, fld_nll_train,       0 for a model as good as the training data) and its
+  fld_nll_baseline                generalization gap (negative: memorization), Jiralerspong
+                                  et al. 2023; the last three are diagnostics
+  per class (evaluate, with --real-labels and --fake-labels): a second table, one row per
+  class, with the precision, recall, density, coverage and frechet_distance of that class's
+  samples, their means (over the classes where each is defined) and the class of lowest
+  coverage; a class the model never generates has coverage and recall 0 (its other scores NaN).
+  The 'better' column: higher, lower (frechet_distance), 1 is ideal (density: below 1
+  means samples in empty regions, above 1 samples piled in dense regions), 0 is ideal (ct,
+  fld_gap) or - (counts and diagnostics, not ranked).
   PRD and alpha/beta appear when lightning_prd provides them and are skipped with
   --no-prd / --no-alpha-beta. The PRD clustering subsamples the larger set to the
   smaller one's size (seeded by --seed).
@@ -86,6 +113,8 @@ examples:
   {PROG} features --real data/train_images --extractor inception --weights inception.pth --out real.npz
   {PROG} evaluate --real real.npz --fake samples/ --extractor inception --weights inception.pth
   {PROG} evaluate --real fid_stats.npz --fake samples.npy --only frechet
+  {PROG} evaluate --real train.npy --fake fake.npy --test heldout.npy --data-copying --fld --fd-infinity
+  {PROG} evaluate --real real.npy --fake fake.npy --real-labels real_y.npy --fake-labels fake_y.txt
 """
 
 
@@ -181,14 +210,14 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         "--num-samples",
         type=_positive_int,
         metavar="N",
-        help="subsample each set to at most N samples, without replacement",
+        help="subsample each set (--real, --fake, --test; labels alike) to at most N samples, without replacement",
     )
     p.add_argument(
         "--seed",
         type=_seed,
         default=0,
         metavar="S",
-        help="seed of subsampling and PRD clustering, 0 to 2**63 - 1 (default: 0)",
+        help="seed of subsampling, PRD clustering, KID, FD-infinity, C_T and FLD, 0 to 2**63 - 1 (default: 0)",
     )
     p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
     p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
@@ -231,6 +260,31 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         help="add CMMD (Gaussian-kernel MMD; its sigma = 10 is calibrated for unit-norm CLIP embeddings)",
     )
     p.add_argument(
+        "--fd-infinity",
+        action="store_true",
+        help="add FD-infinity (frechet_distance_infinity): the Frechet distance extrapolated to infinitely many "
+        "generated samples, from 15 subsets of 2 to M samples seeded by --seed",
+    )
+    p.add_argument(
+        "--test",
+        metavar="PATH",
+        help="held-out real samples the model never saw, for --data-copying and --fld (--real is then the "
+        "training set): a features file or image folder, read as --real is",
+    )
+    p.add_argument("--test-key", metavar="KEY", help="--key for the --test file only")
+    p.add_argument(
+        "--data-copying",
+        action="store_true",
+        help="add the C_T data-copying statistic (ct, ct_cells; below about -3: copying) and "
+        "authenticity_percentage; needs --test",
+    )
+    p.add_argument(
+        "--fld",
+        action="store_true",
+        help="add the Feature Likelihood Divergence (fld, fld_gap: negative is memorization, and its "
+        "likelihoods); needs --test",
+    )
+    p.add_argument(
         "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
     )
     p.add_argument(
@@ -249,6 +303,22 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
+
+
+def _add_per_class(p: argparse.ArgumentParser) -> None:
+    """``evaluate``'s per-class scores: the class of each real and generated sample."""
+    p.add_argument(
+        "--real-labels",
+        metavar="PATH",
+        help="the class of each --real sample (integers; .npy, .npz, .pt or .txt): adds a table of precision, "
+        "recall, density, coverage and Frechet distance per class and names the class of lowest coverage; "
+        "needs --fake-labels",
+    )
+    p.add_argument(
+        "--fake-labels",
+        metavar="PATH",
+        help="the class each --fake sample was generated for (the same forms); needs --real-labels",
+    )
 
 
 FEATURES_EPILOG = f"""\
@@ -334,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score the generated set --fake against the real set --real and print a table.",
     )
     _add_common(ev, many_fakes=False)
+    _add_per_class(ev)
     cmp = sub.add_parser(
         "compare",
         help="score several generated sets against one real set",
@@ -342,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score each --fake set against --real: one table row per set, curves overlaid in --plot.",
     )
     _add_common(cmp, many_fakes=True)
+    cmp.set_defaults(real_labels=None, fake_labels=None)  # per-class scores: evaluate only
     _add_features(sub, fmt)
     add_runs_parser(sub, fmt)
     return parser

@@ -23,6 +23,9 @@ and the entries inside, whatever its name:
     an error says what the file holds, what needs per-sample features and what would serve.
     ``--detector`` picks the statistics of an EDM2 pickle and is an error for any other file.
 
+``--test``, the held-out real set of C_T and FLD, is read by the same rules (``--test-key`` for
+``--real-key``); a statistics file is refused there, as those scores need per-sample features.
+
 Pickles are read by a restricted unpickler and ``torch.save`` files with ``weights_only=True``: a
 file from elsewhere is data, and one that asks to run code is refused with one line.
 """
@@ -73,6 +76,10 @@ NEEDS_FEATURES = (
     "and every score but the Fréchet distance"
 )
 ONLY_FRECHET = "pass --only frechet to score the Fréchet distance alone"
+#: the scores a statistics file given as the held-out set ``--test`` cannot serve
+HELD_OUT_NEEDS = "the held-out scores (C_T, FLD)"
+#: the sets read by content, in every form of the module docstring (``--test``: the held-out real set)
+BY_CONTENT = ("--real", "--test")
 
 
 def _header_is_images(archive: np.lib.npyio.NpzFile, entry: str) -> bool:
@@ -116,27 +123,30 @@ def _npz_names(path: Path) -> Optional[Tuple[List[str], bool]]:
         return None
 
 
-def _reference(path: Path, key: Optional[str], detector: Optional[str]) -> ReferenceSet:
+def _reference(path: Path, key: Optional[str], detector: Optional[str], flag: str = "--real") -> ReferenceSet:
     try:
-        return read_reference(path, name="--real", key=key, detector=detector)
+        return read_reference(path, name=flag, key=key, detector=detector)
     except (ValueError, FileNotFoundError) as err:
         raise CLIError(" ".join(str(err).replace("argument `detector`", "--detector").split())) from None
 
 
-def _try_reference(path: Path, detector: Optional[str] = None) -> Optional[ReferenceSet]:
+def _try_reference(path: Path, detector: Optional[str] = None, flag: str = "--real") -> Optional[ReferenceSet]:
     """The file read with no key, or None when it cannot be."""
     try:
-        return read_reference(path, name="--real", detector=detector)
+        return read_reference(path, name=flag, detector=detector)
     except (ValueError, FileNotFoundError):
         return None
 
 
-def read_real(path: Path, path_text: str, args: argparse.Namespace) -> Union[None, _Array, ReferenceSet]:
-    """The ``--real`` file: None (the plain reader reads it), its array (read by the plain reader) or
-    its :class:`ReferenceSet` (another layout). See the module docstring for the rule."""
-    key, key_flag = key_of(args, "--real")
-    kind = container_of(path, "--real", path_text)
-    detector = getattr(args, "detector", None) if kind == "pickle" else None  # EDM2's files are pickles
+def read_real(
+    path: Path, path_text: str, args: argparse.Namespace, flag: str = "--real"
+) -> Union[None, _Array, ReferenceSet]:
+    """The ``--real`` (or ``--test``) file: None (the plain reader reads it), its array (read by the plain
+    reader) or its :class:`ReferenceSet` (another layout). See the module docstring for the rule."""
+    key, key_flag = key_of(args, flag)
+    kind = container_of(path, flag, path_text)
+    # EDM2's files are pickles; --detector picks the statistics of --real's only
+    detector = getattr(args, "detector", None) if kind == "pickle" and flag == "--real" else None
     suffix = path.suffix.lower()
     if suffix in FEATURE_SUFFIXES and kind in _PLAIN[suffix] | {"", "unknown"}:
         if kind in ("npy", "", "unknown", "zip"):
@@ -144,23 +154,24 @@ def read_real(path: Path, path_text: str, args: argparse.Namespace) -> Union[Non
         if kind == "npz":
             peek = _npz_names(path)
             known, entry = _layout_entry(*peek) if peek is not None else (False, None)
-            return _reference(path, None, detector) if known and key in (None, entry) else None
+            return _reference(path, None, detector, flag) if known and key in (None, entry) else None
         try:
-            array = read_file(path, path_text, "--real", key, key_flag)
+            array = read_file(path, path_text, flag, key, key_flag)
         except CLIError:
-            ref = _try_reference(path, detector)  # e.g. torch-fidelity's statistics: NumPy arrays in a torch.save dict
+            # e.g. torch-fidelity's statistics: NumPy arrays in a torch.save dict
+            ref = _try_reference(path, detector, flag)
             if ref is not None and ref.source != "array" and key in (None, ref.entry):
                 return ref
             raise
         known, entry = _layout_entry(array.names, False, torch_dict=True)
-        return _reference(path, None, detector) if known and key in (None, entry) else array
+        return _reference(path, None, detector, flag) if known and key in (None, entry) else array
     if kind == "npy":
-        ref = _reference(path, None if key_flag == "--key" else key, detector)
+        ref = _reference(path, None if key_flag == "--key" else key, detector, flag)
     else:
         try:
-            ref = _reference(path, key, detector)
+            ref = _reference(path, key, detector, flag)
         except CLIError:
-            bare = _try_reference(path, detector) if key_flag == "--key" else None
+            bare = _try_reference(path, detector, flag) if key_flag == "--key" else None
             if bare is None or bare.entry is not None:  # the shared --key is ignored by one unnamed array only
                 raise
             ref = bare
@@ -171,20 +182,20 @@ def _warn(args: argparse.Namespace, message: str) -> None:
     print(f"lightning-prd {args.command}: warning: {message}", file=sys.stderr)
 
 
-def _check_extractor(ref: ReferenceSet, where: str, what: str, args: argparse.Namespace) -> None:
+def _check_extractor(ref: ReferenceSet, where: str, what: str, args: argparse.Namespace, flag: str = "--real") -> None:
     """The extractor ``ref`` names against ``--extractor`` (the network ``--fake`` is embedded with)."""
     if args.extractor is None:
         return
     if ref.extractor is None:
         _warn(
             args,
-            f"--real {where} does not say which extractor made its {what}; --fake is embedded with "
+            f"{flag} {where} does not say which extractor made its {what}; --fake is embedded with "
             f"--extractor {args.extractor}: make sure it is the same network",
         )
     elif canonical_name(ref.extractor) != canonical_name(args.extractor):
         raise CLIError(
-            f"--extractor {args.extractor}: --real {where} holds {what} made with {ref.extractor!r}, not "
-            f"{args.extractor!r}; embed --fake with the network of --real, or pass --fake as features it made "
+            f"--extractor {args.extractor}: {flag} {where} holds {what} made with {ref.extractor!r}, not "
+            f"{args.extractor!r}; embed --fake with the network of {flag}, or pass --fake as features it made "
             "(without --extractor)"
         )
 
@@ -198,16 +209,19 @@ def load_set(
     *,
     embed_only: bool = False,
 ) -> _Source:
-    """One ``--real``/``--fake`` set: features ``[n, D]``, or for a statistics ``--real`` its mean and covariance.
+    """One ``--real``/``--test``/``--fake`` set: features ``[n, D]``, or for a statistics ``--real`` its mean and
+    covariance. ``--test`` (the held-out real set) is read as ``--real`` is, by content, and must hold
+    per-sample features (or images to embed).
 
     ``embed_only`` (``lightning-prd features``): ``--real`` must hold samples to embed (images), not
     features or statistics.
     """
     path = Path(path_text).expanduser()
-    detector = getattr(args, "detector", None)
-    found = read_real(path, path_text, args) if flag == "--real" and path.is_file() else None
+    detector = getattr(args, "detector", None) if flag == "--real" else None
+    by_content = flag in BY_CONTENT
+    found = read_real(path, path_text, args, flag) if by_content and path.is_file() else None
     if not isinstance(found, ReferenceSet):
-        if detector is not None and flag == "--real":
+        if detector is not None:
             raise CLIError(f"--detector {detector}: only for an EDM2 reference pickle, but --real {path_text} is none")
         return load_plain(path_text, flag, args, extractor, device, array=found)
     ref = found
@@ -215,7 +229,7 @@ def load_set(
         raise CLIError(f"--detector {detector}: only for an EDM2 reference pickle, but --real {path_text} is none")
     where = f"{path_text} ({ref.source}" + (f", entry {ref.entry!r})" if ref.entry is not None else ")")
     if ref.images is not None:
-        return _embedded(ref.images, ref, path, where, args, extractor, device)
+        return _embedded(ref.images, ref, path, where, args, extractor, device, flag)
     if embed_only:
         held = "features" if ref.features is not None else "only the mean and covariance of features"
         raise CLIError(
@@ -223,13 +237,18 @@ def load_set(
             "(a folder of PNG/JPEG images, a file of images, or a guided-diffusion reference batch)"
         )
     if ref.features is None:
+        if flag != "--real":
+            try:
+                ref.require_features(HELD_OUT_NEEDS)
+            except ValueError as err:
+                raise CLIError(" ".join(str(err).split())) from None
         return _statistics(ref, path, where, args)
-    _check_extractor(ref, where, "features", args)
+    _check_extractor(ref, where, "features", args, flag)
     total = int(ref.features.shape[0])
     rows = _subsample_rows(total, args.num_samples, args.seed)
     feats = ref.features if rows is None else ref.features[rows]
     return _Source(
-        features=_as_float_features(feats, "--real", where, extracted=False),
+        features=_as_float_features(feats, flag, where, extracted=False),
         path=str(path),
         kind="features",
         total=total,
@@ -247,12 +266,13 @@ def _embedded(
     args: argparse.Namespace,
     extractor: object,
     device: torch.device,
+    flag: str = "--real",
 ) -> _Source:
     """The features of ``images``, guided-diffusion's uint8 ``[N, H, W, 3]``, embedded with ``--extractor``."""
     shape = "x".join(str(s) for s in images.shape[1:])
     if extractor is None:
         raise CLIError(
-            f"--real {where} holds {images.shape[0]:,} {shape} uint8 images: pass --extractor NAME "
+            f"{flag} {where} holds {images.shape[0]:,} {shape} uint8 images: pass --extractor NAME "
             "(e.g. --extractor inception --weights FILE) to embed them"
         )
     rows = _subsample_rows(int(images.shape[0]), args.num_samples, args.seed)
@@ -260,15 +280,15 @@ def _embedded(
     feats = _extract(
         extractor,
         kept.permute(0, 3, 1, 2).contiguous(),  # channels first, laid out as an image folder's batches are
-        "--real",
+        flag,
         where,
         batch_size=args.batch_size,
         device=device,
         progress=progress_on(args),
-        desc="real images",
+        desc=f"{flag[2:]} images",
     )
     return _Source(
-        features=_as_float_features(feats, "--real", where, extracted=True),
+        features=_as_float_features(feats, flag, where, extracted=True),
         path=str(path),
         kind="images",
         total=int(images.shape[0]),

@@ -1,0 +1,126 @@
+"""The columns of ``evaluate`` and ``compare``: which scores they show, in which order, which way each is
+better, how a value prints, and the per-class table of ``evaluate --real-labels/--fake-labels``.
+
+The scores of :data:`lightning_prd.runs.scores.DIRECTIONS` come first, in its order and with its
+directions; the held-out and memorization scores follow (:data:`HELD_OUT_DIRECTIONS`), two of which
+are best at 0 (``ct``, ``fld_gap``: negative means copying) and four of which are diagnostics
+that rank nothing (``ct_cells``, ``fld_train``, ``fld_nll_train``, ``fld_nll_baseline``).
+
+Example:
+    >>> from lightning_prd.cli.columns import better, best, cell
+    >>> better("ct"), better("ct_cells"), better("fld"), better("density")
+    ('0 is ideal', '-', 'lower', '1 is ideal')
+    >>> best("ct", [-4.2, 0.3, 1.1]), best("ct_cells", [3, 2]), best("frechet_distance_infinity", [2.0, 1.5])
+    (1, None, 1)
+    >>> cell(3), cell(0.123456), cell(float("nan"))
+    ('3', '0.1235', 'nan')
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from torch import Tensor
+
+from lightning_prd.functional.per_class import PER_CLASS_SCORES
+from lightning_prd.runs.scores import DIRECTION_LABELS, DIRECTIONS, best_index, format_score
+
+#: the columns of ``--fd-infinity``, ``--data-copying`` and ``--fld``, in table order, and which way each is
+#: better: ``"zero"`` (0 is ideal) or ``"none"`` (a diagnostic, not ranked) beside the directions of DIRECTIONS
+HELD_OUT_DIRECTIONS: Dict[str, str] = {
+    "frechet_distance_infinity": "lower",
+    "ct": "zero",
+    "ct_cells": "none",
+    "authenticity_percentage": "higher",
+    "fld": "lower",
+    "fld_gap": "zero",
+    "fld_nll_test": "lower",
+    "fld_train": "none",
+    "fld_nll_train": "none",
+    "fld_nll_baseline": "none",
+}
+#: every scalar column, in table order, with its direction
+COLUMNS: Dict[str, str] = {**DIRECTIONS, **{k: v for k, v in HELD_OUT_DIRECTIONS.items() if k not in DIRECTIONS}}
+#: how the directions read in the ``better`` column
+LABELS: Dict[str, str] = {**DIRECTION_LABELS, "zero": "0 is ideal", "none": "-"}
+
+Value = Union[int, float]
+
+
+def better(name: str) -> str:
+    """The ``better`` cell of score ``name``: ``higher``, ``lower``, ``1 is ideal``, ``0 is ideal`` or ``-``."""
+    return LABELS[COLUMNS.get(name, "higher")]
+
+
+def best(name: str, values: Sequence[float]) -> Optional[int]:
+    """Index of the best finite value of ``name`` (the first on ties), None when none is finite or it ranks nothing."""
+    way = COLUMNS.get(name, "higher")
+    if name in DIRECTIONS:
+        return best_index(name, values)
+    if way in ("higher", "lower"):
+        return _best_by(values, (lambda v: -v) if way == "higher" else (lambda v: v))
+    if way == "one":
+        return _best_by(values, lambda v: abs(v - 1.0))
+    if way == "zero":
+        return _best_by(values, abs)
+    return None
+
+
+def _best_by(values: Sequence[float], key: Any) -> Optional[int]:
+    finite = [(key(float(v)), i) for i, v in enumerate(values) if math.isfinite(float(v))]
+    return min(finite)[1] if finite else None
+
+
+def cell(value: Value) -> str:
+    """A value as the tables print it: integers (counts, class labels) whole, scores with 4 decimals."""
+    return str(value) if isinstance(value, int) else format_score(value)
+
+
+def scalar(value: Tensor) -> Value:
+    """A 0-dim result as a JSON-ready number: ``int`` for integer tensors (counts), else ``float``."""
+    return int(value) if not value.is_floating_point() else float(value)
+
+
+# ---------------------------------------------------------------------------- per-class scores
+def per_class_columns(result: Mapping[str, Tensor]) -> List[str]:
+    """The per-class scores in ``result`` (the output of ``per_class_metrics``), in table order."""
+    return [s for s in PER_CLASS_SCORES if f"{s}_per_class" in result]
+
+
+def per_class_payload(result: Mapping[str, Tensor]) -> Dict[str, Any]:
+    """The per-class part of ``--json``: one list per score, in the order of ``classes``, their means and the
+    lowest coverage with its class (None when no class has a coverage)."""
+    names = per_class_columns(result)
+    lowest = result.get("lowest_coverage_class")
+    return {
+        "classes": [int(c) for c in result["classes"].tolist()],
+        "num_real": [int(n) for n in result["num_real_per_class"].tolist()],
+        "num_fake": [int(n) for n in result["num_fake_per_class"].tolist()],
+        "scores": {s: [float(v) for v in result[f"{s}_per_class"].tolist()] for s in names},
+        "mean": {s: float(result[f"{s}_mean"]) for s in names},
+        "coverage_min": float(result["coverage_min"]) if "coverage_min" in result else None,
+        "lowest_coverage_class": int(lowest) if lowest is not None else None,
+    }
+
+
+def per_class_rows(payload: Mapping[str, Any]) -> List[List[str]]:
+    """The rows of the per-class table (header first): one per class, then the means and the directions."""
+    names = list(payload["scores"])
+    rows = [["class", "N", "M", *names]]
+    for i, c in enumerate(payload["classes"]):
+        values = [cell(payload["scores"][s][i]) for s in names]
+        rows.append([str(c), str(payload["num_real"][i]), str(payload["num_fake"][i]), *values])
+    rows.append(["(mean)", "", "", *[cell(payload["mean"][s]) for s in names]])
+    rows.append(["(better)", "", "", *[better(s) for s in names]])
+    return rows
+
+
+def lowest_coverage_line(payload: Mapping[str, Any]) -> str:
+    """The line under the per-class table that names the class covered worst."""
+    lowest = payload["lowest_coverage_class"]
+    if lowest is None:
+        return "lowest coverage: none (no class has enough samples for a coverage)"
+    i = payload["classes"].index(lowest)
+    held = f"N = {payload['num_real'][i]}, M = {payload['num_fake'][i]}"
+    return f"lowest coverage: class {lowest}, coverage {cell(payload['coverage_min'])} ({held})"
