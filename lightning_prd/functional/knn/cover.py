@@ -55,13 +55,14 @@ class Cover:
     ``k`` samples of the other set? ``real_radius`` / ``fake_radius``: ``[N, 2]`` / ``[M, 2]``
     float64 intervals holding the exact squared radii (:func:`.self_pass.self_radii`);
     ``real_exact`` / ``fake_exact``: the exact squared radii of given rows (the same on every
-    rank), asked only where an interval does not decide."""
+    rank), computed with the share of the pass that asks (its shard, or None), asked only where
+    an interval does not decide."""
 
     k: int
     real_radius: Tensor
     fake_radius: Tensor
-    real_exact: Callable[[Tensor], Tensor]
-    fake_exact: Callable[[Tensor], Tensor]
+    real_exact: Callable[[Tensor, Optional[Shard]], Tensor]
+    fake_exact: Callable[[Tensor, Optional[Shard]], Tensor]
 
 
 def within_kth(
@@ -70,7 +71,7 @@ def within_kth(
     near: RunningNearest,
     k: int,
     radius: Tensor,
-    exact_radius: Callable[[Tensor], Tensor],
+    exact_radius: Callable[[Tensor, Optional[Shard]], Tensor],
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     shard: Optional[Shard] = None,
 ) -> Tensor:
@@ -81,7 +82,8 @@ def within_kth(
             already: the same on every rank).
         radius: ``[len(a), 2]`` float64 interval holding the exact squared radius of each own
             ball (equal ends when exact).
-        exact_radius: the exact squared radius of given rows, where the interval does not decide.
+        exact_radius: the exact squared radius of given rows (with ``shard``), where the interval
+            does not decide.
 
     Returns:
         ``[len(a)]`` bool, the same on every rank.
@@ -101,5 +103,5 @@ def within_kth(
     open_ = (d_k > r_lo[rows]) & (d_k <= r_hi[rows])  # the radius itself is needed
     if bool(open_.any()):
         sel = open_.nonzero(as_tuple=True)[0]
-        inside[rows[sel]] = d_k[sel] <= exact_radius(rows[sel])
+        inside[rows[sel]] = d_k[sel] <= exact_radius(rows[sel], shard)
     return inside

@@ -27,14 +27,15 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn import threads, tiling
 from lightning_prd.functional.knn.clipped import ClippedBalls, ClippedCounts
 from lightning_prd.functional.knn.cover import Cover, within_kth
 from lightning_prd.functional.knn.deferred import DeferredDecisions
@@ -161,6 +162,67 @@ def cross_pass(
         else:
             real, fake = unscreened(real, block_bytes), unscreened(fake, block_bytes)
             screened = False
+    asks: Dict[str, Any] = dict(
+        member_ks=member_ks,
+        recall_ks=recall_ks,
+        realism_k=realism_k,
+        nearest=nearest,
+        fake_values=fake_values,
+        value_ks=value_ks,
+        cover=cover,
+        soft_sq_radii=soft_sq_radii,
+        soft_nearest=soft_nearest,
+        strict=strict,
+        kernel=kernel,
+    )
+    if nearest not in (False, True, "fake"):
+        raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
+    count = (
+        1 if no_sync or kernel is not None else threads.workers(real.original.device, len(real) * len(fake) * real.dim)
+    )
+    if count > 1:  # listed per tile; each thread its own accumulators (a private copy of the clipped counts)
+
+        def share(s: Shard) -> CrossResult:
+            mine = copy.copy(clipped) if clipped is not None else None
+            out = _reduce(
+                real, fake, real_sq_radii, fake_sq_radii, screened, False, block_bytes // count, s, mine, **asks
+            )
+            if out is None:
+                raise RuntimeError("a listed cross pass never defers its decisions")
+            return out
+
+        return threads.run(share, count, shard)
+    res = _reduce(real, fake, real_sq_radii, fake_sq_radii, screened, no_sync, block_bytes, shard, clipped, **asks)
+    if res is None:  # an overflowing log of deferred decisions on some rank: listed per tile
+        return cross_pass(**{**args, "deferred": False})
+    return res
+
+
+def _reduce(
+    real: PointSet,
+    fake: PointSet,
+    real_sq_radii: Dict[int, Tensor],
+    fake_sq_radii: Dict[int, Tensor],
+    screened: bool,
+    no_sync: bool,
+    block_bytes: int,
+    shard: Optional[Shard],
+    clipped: Optional[ClippedBalls],
+    *,
+    member_ks: Sequence[int],
+    recall_ks: Sequence[int],
+    realism_k: Optional[int],
+    nearest: Union[bool, str],
+    fake_values: Optional[Tensor],
+    value_ks: Sequence[int],
+    cover: Optional[Cover],
+    soft_sq_radii: Optional[Tuple[float, float]],
+    soft_nearest: Optional[int],
+    strict: bool,
+    kernel: Optional[KernelSum],
+) -> Optional[CrossResult]:
+    """The tiles and the reductions of :func:`cross_pass` on sets whose offset is set (None: the
+    deferred decisions overflowed their log, the pass must be listed)."""
     n, m = len(real), len(fake)
     dev, cdt = real.original.device, real.dtype
     res = CrossResult()
@@ -182,8 +244,6 @@ def cross_pass(
         # ball, whose ratios are >= 0); a kept ball of radius 0 gives 0 / d^2 = 0 to every
         # sample not on it, and (from the exact distance) inf to a copy of its centre
         realism = RealismLists(real, fake, torch.where(keep, r_sq, -1.0))
-    if nearest not in (False, True, "fake"):
-        raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {nearest!r}")
     # the balls of each tile: (k, strict) for membership and counts, (k, closed) for per-ball minima
     kinds = {(k, strict) for k in member_ks} | {(k, False) for k in value_ks}
     # one running nearest list per direction serves every k-th neighbour wanted across the sets
@@ -229,7 +289,7 @@ def cross_pass(
         if shard is not None:
             settled = not bool(shard.any(torch.tensor([not settled], device=dev)))
         if not settled:
-            return cross_pass(**{**args, "deferred": False})
+            return None
     if kernel is not None:
         kernel.reduce(shard)
     if clipped is not None:

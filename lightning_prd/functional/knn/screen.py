@@ -140,6 +140,13 @@ class Screened:
             half = half - part.to(torch.float64)
         self.offset = float(offset)
 
+    def with_offset(self, offset: float) -> Screened:
+        """A copy written for ``offset`` (the rows copied: this object, which running passes may
+        read, is left as it is)."""
+        out = Screened(self.rows.clone(), self.rho, self.sq_norms, self.dim, self.offset)
+        out.set_offset(offset)
+        return out
+
     def right(self, index: Union[slice, Tensor]) -> Tensor:
         """Rows ``index`` as the right operand: the three norm parts and the ones swapped."""
         left = self.rows[index]

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn import tiling
+from lightning_prd.functional.knn import threads, tiling
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.lists import merge_tile, sync_free
 from lightning_prd.functional.knn.points import (
@@ -73,19 +73,14 @@ class LooseRadius:
         """Exact float64 squared ``NND_k`` of ``rows`` (the same on every rank), refined from the
         lists with the bound of the tiles that made them (:func:`.refine.refine_topk`)."""
         pts, screen = self.points, self.points.screened
-        restore = screen.offset if screen is not None and self.offset is not None else None
         if self.offset is None:
             pts = unscreened(pts, 0)
-        elif restore is not None:  # another pass may have written its own offset since
-            set_offset(self.offset, pts)
-        try:
-            truncated = self.vals.shape[1] < len(pts) - 1
-            refined = refine_topk(
-                pts, pts, self.vals[rows], self.idx[rows], [self.k], True, truncated, block_bytes, False, shard, rows
-            )
-        finally:
-            if restore is not None:
-                set_offset(restore, pts)
+        elif screen is not None and screen.offset != self.offset:  # another pass wrote its own offset since
+            pts = replace(pts, screened=screen.with_offset(self.offset))  # (shared rows stay as they are)
+        truncated = self.vals.shape[1] < len(pts) - 1
+        refined = refine_topk(
+            pts, pts, self.vals[rows], self.idx[rows], [self.k], True, truncated, block_bytes, False, shard, rows
+        )
         return refined[self.k][0]
 
 
@@ -130,7 +125,6 @@ def self_radii(
     """
     ks = sorted(set(int(k) for k in ks))
     loose = sorted(set(int(k) for k in loose_ks) - set(ks))
-    all_ks = sorted(set(ks) | set(loose))
     n = len(points)
     if kernel is not None:
         points = unscreened(points, block_bytes)
@@ -140,6 +134,33 @@ def self_radii(
             set_offset(offset, points)
         else:
             points = unscreened(points, block_bytes)
+    work = n * n * points.dim // 2
+    count = threads.workers(points.original.device, work) if kernel is None else 1  # kernel sums: in order
+    if count > 1:
+        found: Dict[int, Tensor] = {}
+        exact, intervals = threads.run(
+            lambda s: _self_tiles(points, ks, loose, block_bytes // count, s, None, found if s.tid == 0 else None),
+            count,
+            shard,
+        )
+        if neighbours is not None:
+            neighbours.update(found)
+        return exact, intervals
+    return _self_tiles(points, ks, loose, block_bytes, shard, kernel, neighbours)
+
+
+def _self_tiles(
+    points: PointSet,
+    ks: List[int],
+    loose: List[int],
+    block_bytes: int,
+    shard: Optional[Shard],
+    kernel: Optional[KernelSum],
+    neighbours: Optional[Dict[int, Tensor]],
+) -> Tuple[Dict[int, Tensor], Dict[int, LooseRadius]]:
+    """The tiles, merges and refinement of :func:`self_radii` on a set whose offset is set."""
+    all_ks = sorted(set(ks) | set(loose))
+    n = len(points)
     t = min(all_ks[-1] + points.slack, n - 1) if all_ks else 0
     dev, cdt = points.original.device, points.dtype
     no_sync = sync_free(dev)
