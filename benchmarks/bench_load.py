@@ -7,7 +7,10 @@ then times in the same state:
 * ``gemm`` - the three bare GEMMs an exact evaluation needs (X Xᵀ, Y Yᵀ, X Yᵀ);
 * ``ours`` - every k-NN score of one ``generative_metrics`` pass (precision, recall, density,
   coverage, realism, authenticity, probabilistic precision/recall, PR-cover; the Fréchet
-  distance, which is no k-NN score, is left out);
+  distance, which is no k-NN score, is left out): tile passes in worker threads, one intra-op
+  thread each (:mod:`lightning_prd.functional.knn.threads`);
+* ``intra-op`` - the same pass with ``LIGHTNING_PRD_TILE_THREADS=1``: every operation on
+  PyTorch's own intra-op threads (one parallel region, and its barrier, per operation);
 
 and prints the fastest of ``--repeats`` calls of each, their call-to-call spread (slowest /
 fastest), the ratio ``ours / gemm`` and the minor page faults of one pass (``ru_minflt``: memory
@@ -95,8 +98,11 @@ def main(argv: List[str] = None) -> None:
     print(cpu_features())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fastest of {args.repeats} calls")
     print()
-    print("| N = M | D | load | 3 bare GEMMs s (spread) | k-NN pass s (spread) | pass / GEMMs | minor faults / pass |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| N = M | D | load | 3 bare GEMMs s (spread) | k-NN pass s (spread) | pass / GEMMs "
+        "| minor faults / pass | intra-op pass s (spread) | intra-op / GEMMs |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         n, dim = (int(v) for v in size.lower().split("x"))
         g = torch.Generator().manual_seed(0)
@@ -108,13 +114,22 @@ def main(argv: List[str] = None) -> None:
             try:
                 gemm = timed(lambda r=real, f=fake: bare_gemms(r, f), args.repeats)
                 ours = timed(lambda r=real, f=fake: knn_scores(r, f), args.repeats)
+                previous = os.environ.get("LIGHTNING_PRD_TILE_THREADS")
+                os.environ["LIGHTNING_PRD_TILE_THREADS"] = "1"
+                try:
+                    intra = timed(lambda r=real, f=fake: knn_scores(r, f), args.repeats)
+                finally:
+                    os.environ.pop("LIGHTNING_PRD_TILE_THREADS")
+                    if previous is not None:
+                        os.environ["LIGHTNING_PRD_TILE_THREADS"] = previous
             finally:
                 for p in procs:
                     p.kill()
                     p.wait()
             print(
                 f"| {n:,} | {dim:,} | {load} | {gemm[0]:.2f} ({gemm[1]:.2f}x) | {ours[0]:.2f} ({ours[1]:.2f}x) "
-                f"| {ours[0] / gemm[0]:.2f}x | {ours[2]:,.0f} |",
+                f"| {ours[0] / gemm[0]:.2f}x | {ours[2]:,.0f} | {intra[0]:.2f} ({intra[1]:.2f}x) "
+                f"| {intra[0] / gemm[0]:.2f}x |",
                 flush=True,
             )
 
