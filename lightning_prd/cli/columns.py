@@ -23,7 +23,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from torch import Tensor
 
-from lightning_prd.functional.per_class import PER_CLASS_SCORES
 from lightning_prd.runs.scores import DIRECTION_LABELS, DIRECTIONS, best_index, format_score
 
 #: the columns of ``--fd-infinity``, ``--data-copying`` and ``--fld``, in table order, and which way each is
@@ -85,7 +84,8 @@ def scalar(value: Tensor) -> Value:
 # ---------------------------------------------------------------------------- per-class scores
 def per_class_columns(result: Mapping[str, Tensor]) -> List[str]:
     """The per-class scores in ``result`` (the output of ``per_class_metrics``), in table order."""
-    return [s for s in PER_CLASS_SCORES if f"{s}_per_class" in result]
+    names = [key[: -len("_per_class")] for key in result if key.endswith("_per_class")]
+    return [name for name in names if f"{name}_mean" in result]  # scores (with a mean), not the class sizes
 
 
 def per_class_payload(result: Mapping[str, Tensor]) -> Dict[str, Any]:

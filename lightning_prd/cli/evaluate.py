@@ -33,13 +33,20 @@ from lightning_prd.cli.columns import (
     per_class_rows,
     scalar,
 )
-from lightning_prd.cli.inputs import CLIError, _check_path, _Source, _subsample_rows
-from lightning_prd.cli.labels import Labels, check_labels_path, labels_for, read_labels
+from lightning_prd.cli.evaluate_checks import (
+    check_held_out,
+    check_only,
+    check_sizes,
+    check_test,
+    core_error,
+    given_label_paths,
+    set_labels,
+)
+from lightning_prd.cli.inputs import CLIError, _check_path, _Source
+from lightning_prd.cli.labels import read_labels
 from lightning_prd.cli.parser import SCORES
 from lightning_prd.cli.reference import BY_CONTENT, load_set
 
-#: the flags that need the held-out set --test, and the Namespace attribute of each
-HELD_OUT_FLAGS = (("--data-copying", "data_copying"), ("--fld", "fld"))
 #: one generated set's results: its scalar scores, its curves, and its per-class scores (None without labels)
 Result = Tuple[Dict[str, Any], Dict[str, np.ndarray], Optional[Dict[str, Any]]]
 
@@ -294,108 +301,6 @@ def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None
         _check_path(text, flag, has_extractor, by_content=flag in BY_CONTENT)
 
 
-def _check_only(args: argparse.Namespace) -> None:
-    """``--only frechet`` leaves out every other score: the flags that add one, and ``--plot``, are refused."""
-    if args.only != "frechet":
-        return
-    names = ("kid", "vendi", "top_pr", "cmmd", "clipped", "symmetric", "fd_infinity", "data_copying", "fld")
-    added = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name)]
-    added += [flag for flag, name in _LABEL_FLAGS if getattr(args, name, None) is not None]
-    if added:
-        raise CLIError(f"--only frechet: scores the Fréchet distance alone, but {', '.join(added)} asks for more")
-    if args.plot:
-        raise CLIError(f"--plot {args.plot}: --only frechet gives no curve and no precision/recall to draw")
-
-
-def _check_held_out(args: argparse.Namespace) -> None:
-    """``--data-copying`` and ``--fld`` need ``--test``, and ``--test`` needs one of them (checked before any
-    file is read: a held-out set no score uses would be read and silently ignored)."""
-    uses = [flag for flag, name in HELD_OUT_FLAGS if getattr(args, name)]
-    if uses and args.test is None:
-        raise CLIError(
-            f"{' and '.join(uses)} {'needs' if len(uses) == 1 else 'need'} --test PATH: a held-out set of real "
-            "samples the model never saw (--real is then its training set)"
-        )
-    if args.test is not None and not uses:
-        raise CLIError(
-            f"--test {args.test}: no score asked for uses a held-out set; add --data-copying and/or --fld, "
-            "or leave --test out"
-        )
-    if args.test_key is not None and args.test is None:
-        raise CLIError(f"--test-key {args.test_key}: needs --test PATH (the file whose entry it names)")
-
-
-#: the per-class flags of ``evaluate`` and their Namespace attributes
-_LABEL_FLAGS = (("--real-labels", "real_labels"), ("--fake-labels", "fake_labels"))
-
-
-def _label_paths(args: argparse.Namespace) -> List[Tuple[str, str]]:
-    """``(flag, PATH)`` of the labels files given; both or neither (one line naming the missing one)."""
-    given = [(flag, getattr(args, name, None)) for flag, name in _LABEL_FLAGS]
-    present = [(flag, text) for flag, text in given if text is not None]
-    if len(present) == 1:
-        flag, text = present[0]
-        other = next(f for f, _ in _LABEL_FLAGS if f != flag)
-        raise CLIError(
-            f"{flag} {text}: needs {other} PATH as well (per-class scores compare the real and the generated "
-            "samples of each class)"
-        )
-    for flag, text in present:
-        check_labels_path(text, flag)
-    return present
-
-
-def _set_labels(labels: Optional[Labels], flag: str, src: _Source, set_flag: str, args: argparse.Namespace) -> Any:
-    """The labels of the rows of ``src`` that were kept (``--num-samples`` keeps the labels of the rows it keeps)."""
-    if labels is None:
-        return None
-    labels_for(labels, flag, set_flag, src.path, src.total)
-    rows = _subsample_rows(src.total, args.num_samples, args.seed)
-    return labels.labels if rows is None else labels.labels[rows]
-
-
-def _check_test(test: _Source, real: _Source, args: argparse.Namespace) -> None:
-    """The held-out set against the training set ``--real``: its width, not the same samples, enough for FLD."""
-    if test.dim != real.dim:
-        raise CLIError(f"--test {args.test}: {test.dim} features per sample, but --real has {real.dim} ({args.real})")
-    if test.features.shape == real.features.shape and torch.equal(test.features, real.features):
-        raise CLIError(
-            f"--test {args.test}: the same samples as --real {args.real}; the held-out set must be real samples "
-            "the model was not trained on"
-        )
-    if args.fld:
-        if test.num < 2:
-            raise CLIError(f"--fld: expected at least 2 --test samples, but --test {args.test} holds {test.num}")
-        flat = torch.nonzero(test.features.double().std(0) == 0).flatten()
-        if flat.numel():
-            raise CLIError(
-                f"--fld: --test {args.test} has {flat.numel()} constant features (the first is feature "
-                f"{int(flat[0])}); FLD divides every set by the held-out set's standard deviation"
-            )
-
-
-def _core_error(err: Exception) -> str:
-    """A message of the functional core in the command's words (its ``test`` argument is ``--test``)."""
-    return " ".join(str(err).replace("argument `test`", "--test").replace("`test`", "--test").split())
-
-
-def _check_sizes(
-    src: _Source, flag: str, options: Sequence[Tuple[str, int]], args: argparse.Namespace, *, need: str = "k-NN radii"
-) -> None:
-    """A k-NN radius of ``k`` needs ``k + 1`` samples in its set (the core's rule), named by option and file;
-    a covariance (``need``) needs 2."""
-    held = f"{flag} {src.path} holds {src.num} samples" + (
-        f" (--num-samples {args.num_samples})" if src.num != src.total else ""
-    )
-    if src.num < 2:
-        raise CLIError(f"{flag} {src.path}: expected at least 2 samples for {need}, but got {src.num}")
-    for option, k in options:
-        if src.num < k + 1:
-            raise CLIError(
-                f"{option}: expected at most {src.num - 1}, but got {k} ({held}; a k-NN radius needs at least k + 1)"
-            )
-
-
 # ---------------------------------------------------------------------------- commands
 def _device(text: str) -> torch.device:
     if text == "auto":
@@ -429,9 +334,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     names = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
     if len(names) != len(fakes):
         raise CLIError(f"--labels: got {len(names)} labels for {len(fakes)} --fake sets")
-    _check_only(args)
-    _check_held_out(args)
-    label_paths = _label_paths(args)
+    check_only(args)
+    check_held_out(args)
+    label_paths = given_label_paths(args)
     sets = [("--real", args.real), *([("--test", args.test)] if args.test is not None else [])]
     sets += [("--fake", p) for p in fakes]
     _check_inputs(sets, args.extractor is not None)
@@ -443,11 +348,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     knn = [] if only else [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)]
     need = "a covariance" if only else "k-NN radii"
     if real.statistics is None:
-        _check_sizes(real, "--real", knn, args, need=need)
-    real_rows = _set_labels(real_labels, "--real-labels", real, "--real", args)
+        check_sizes(real, "--real", knn, args, need=need)
+    real_rows = set_labels(real_labels, "--real-labels", real, "--real", args)
     test = load_set(args.test, "--test", args, extractor, device) if args.test is not None else None
     if test is not None:
-        _check_test(test, real, args)
+        check_test(test, real, args)
     dim = real.dim
     scorer = _Scorer(real, args, device, test=test, real_labels=real_rows)
     if test is not None:
@@ -465,7 +370,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
             )
-        _check_sizes(fake, "--fake", [] if only else [("--k-pr", args.k_pr)], args, need=need)
+        check_sizes(fake, "--fake", [] if only else [("--k-pr", args.k_pr)], args, need=need)
         clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
         if scorer.prd and args.prd_clusters > clustered:
             raise CLIError(
@@ -477,11 +382,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 f"--fd-infinity: expected at least 3 generated samples (FD-infinity fits a line through subsets of "
                 f"2 to M samples), but --fake {path} holds {fake.num}"
             )
-        fake_rows = _set_labels(fake_labels, "--fake-labels", fake, "--fake", args)
+        fake_rows = set_labels(fake_labels, "--fake-labels", fake, "--fake", args)
         try:
             result = scorer(fake.features, fake_rows)
         except ValueError as err:
-            raise CLIError(f"cannot score --fake {path}: {_core_error(err)}") from err
+            raise CLIError(f"cannot score --fake {path}: {core_error(err)}") from err
         fake.features = fake.features[:, :0].cpu()  # keep the count, free the memory
         results.append((name, result))
         sources.append(fake)
