@@ -9,11 +9,14 @@ The folder, by file: :mod:`~lightning_prd.callback.pl_callback` (the class users
 documentation), :mod:`~lightning_prd.callback.core` (the hooks, the evaluation, the checkpoint state),
 :mod:`~lightning_prd.callback.schedule` (which epochs are scored), :mod:`~lightning_prd.callback.real_sources`
 (what ``real`` names: samples, a path, the datamodule), :mod:`~lightning_prd.callback.real_side` (the real
-set read, embedded and handed to the metric), :mod:`~lightning_prd.callback.image_folder` (a folder of real
-images), :mod:`~lightning_prd.callback.sharding` (which real rows each rank embeds),
+set, and the held-out ``test`` set, read, embedded and handed to the metric),
+:mod:`~lightning_prd.callback.image_folder` (a folder of real images), :mod:`~lightning_prd.callback.sharding`
+(which real rows each rank embeds),
 :mod:`~lightning_prd.callback.rng` (the fixed noise, the user's RNG left alone),
 :mod:`~lightning_prd.callback.sources` (the generated samples and features, checked, with errors naming
-their source), :mod:`~lightning_prd.callback.publish` (scalars, curves and image grids to the adapters),
+their source), :mod:`~lightning_prd.callback.labels` (class labels for a per-class metric),
+:mod:`~lightning_prd.callback.closest_pairs` (the grid of generated samples beside their nearest real ones),
+:mod:`~lightning_prd.callback.publish` (scalars, curves and image grids to the adapters),
 :mod:`~lightning_prd.callback.options` (the arguments, ``sample_fn`` and ``feature_extractor`` by name, the
 ``metric`` argument) and
 :mod:`~lightning_prd.callback.early_stopping` (``PRDEarlyStopping``, whose patience counts evaluations).

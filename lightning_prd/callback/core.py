@@ -10,15 +10,16 @@ logging :mod:`~lightning_prd.callback.publish`, the fixed noise :mod:`~lightning
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from lightning_prd.callback.closest_pairs import gather_pairs, pair_grid
 from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_extractor, resolve_sample_fn
-from lightning_prd.callback.publish import log_samples, log_scores, sample_grids
+from lightning_prd.callback.publish import log_samples, log_scores, per_class_scalars, sample_grids, warn_no_grid
 from lightning_prd.callback.real_side import RealSide
 from lightning_prd.callback.rng import COMPUTE_STREAM, REAL_STREAM, fixed_rng, preserved_rng, stream_seed
 from lightning_prd.callback.schedule import (
@@ -29,9 +30,9 @@ from lightning_prd.callback.schedule import (
     warn_plain_early_stopping,
 )
 from lightning_prd.callback.sharding import rank_shard
-from lightning_prd.callback.sources import draw, fake_role, generator_name, update_fake
+from lightning_prd.callback.sources import draw, draw_labelled, fake_role, generator_name, update_fake
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
-from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
+from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
 from lightning_prd.loggers.factory import adapter_for
 
@@ -59,6 +60,9 @@ class PRDCallbackCore(RealSide):
         num_images: int = 16,
         evaluate_on_train_end: bool = True,
         cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
+        test: Union[None, str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]] = None,
+        real_labels: Any = None,
+        log_closest_pairs: int = 0,
     ) -> None:
         self.sample_fn = resolve_sample_fn(sample_fn)
         self.feature_extractor, self._extractor_name = resolve_extractor(feature_extractor)
@@ -74,14 +78,19 @@ class PRDCallbackCore(RealSide):
         self.log_images = check_bool(log_images, "log_images")
         self.evaluate_on_train_end = check_bool(evaluate_on_train_end, "evaluate_on_train_end")
         self.num_images = check_positive_int(num_images, "num_images")
-        self.metric = build_metric(metric, per_sample=log_images)
+        self.log_closest_pairs = check_int(log_closest_pairs, "log_closest_pairs", minimum=0)
+        self.metric = build_metric(metric, per_sample=log_images, closest_pairs=self.log_closest_pairs)
         self.cache = (
             cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
         )
         if self.cache is not None:
             check_cacheable(self.feature_extractor, self.cache.name)  # fail early
         self.real = real  # resolved and checked (RealSide)
+        self._set_real_labels(real_labels)
+        self.test = test  # resolved like `real`
         self._images: List[Tensor] = []
+        #: rank 0's samples of the closest pairs of the last evaluation (generated, real)
+        self._pairs: Optional[Any] = None
         #: one dict per evaluation: ``{"epoch": e, "<score>": value, ...}`` (plain score names)
         self.history: List[Dict[str, float]] = []
         #: the PRD curve of each evaluation, compact (:func:`~lightning_prd.loggers.base.compact_prd`)
@@ -94,6 +103,7 @@ class PRDCallbackCore(RealSide):
         self._adapters: Optional[List[LoggerAdapter]] = None
         self._warned_curves = False
         self._warned_images = False
+        self._warned_pairs = False
 
     # ------------------------------------------------------------------ Lightning hooks
     @property
@@ -109,6 +119,7 @@ class PRDCallbackCore(RealSide):
         if stage == "fit":
             warn_plain_early_stopping(trainer, self.prefix, self.every_n_epochs)
             self._adapters = None
+            self._check_roles()
             self._clear_real()
             self._bind_real(trainer)
             self._last_epoch = None
@@ -180,18 +191,24 @@ class PRDCallbackCore(RealSide):
                     with fixed_rng(stream_seed(self.seed + rank, REAL_STREAM), device):
                         self._update_real(device, rank, world)
                 n_fake = len(rank_shard(self.num_samples, rank, world))
-                keep = self.log_images and rank == 0
-                self._images = []
+                keep = (self.log_images and rank == 0) or self.log_closest_pairs > 0
+                self._images, self._pairs = [], None
                 with fixed_rng(self.seed + rank, device):
                     for start in range(0, n_fake, self.batch_size):
                         n = min(self.batch_size, n_fake - start)
-                        samples = self._sample(pl_module, n)
+                        samples, labels = self._draw(pl_module, n)
                         if keep:
                             self._images.append(samples.detach().cpu())
                         feats = self._features(samples, device, role=fake_role(name))
-                        update_fake(self.metric, feats, name, extracted=self.feature_extractor is not None)
+                        extracted = self.feature_extractor is not None
+                        update_fake(self.metric, feats, name, extracted=extracted, labels=labels)
                 with fixed_rng(stream_seed(self.seed, COMPUTE_STREAM), device):  # the same on every rank
                     result = self.metric.compute()  # a collective under DDP: every rank gets here
+                if self.log_closest_pairs > 0:  # a collective under DDP too
+                    with fixed_rng(stream_seed(self.seed + rank, REAL_STREAM), device):
+                        self._pairs = self._gather_pairs(result, rank, world)
+                    if not (self.log_images and rank == 0):
+                        self._images = []
         finally:
             for m, mode in modes:
                 m.training = mode  # per module, not recursive: submodules keep their own flags
@@ -206,6 +223,7 @@ class PRDCallbackCore(RealSide):
         epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if is_scalar(v)}
+        scalars.update(per_class_scalars(self.last_result))
         curves = {
             k: self.last_result[k].double().numpy().reshape(-1)
             for k in CURVE_KEYS
@@ -223,16 +241,38 @@ class PRDCallbackCore(RealSide):
         trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
         if trainer.is_global_zero:
             self._log(trainer, prefixed, curves, epoch)
-            if self.log_images:
+            if self.log_images or self.log_closest_pairs:
                 self._log_samples(trainer, epoch)
 
     def _log_samples(self, trainer: Any, epoch: int) -> None:
-        """Rank 0: the sample grids and realism histogram (:func:`~lightning_prd.callback.publish.sample_grids`)."""
-        fakes = torch.cat(self._images) if self._images else torch.empty(0)
+        """Rank 0: the sample grids and realism histogram (:func:`~lightning_prd.callback.publish.sample_grids`)
+        and the grid of closest pairs (:func:`~lightning_prd.callback.closest_pairs.pair_grid`)."""
+        grids: Dict[str, np.ndarray] = {}
+        histograms: Dict[str, np.ndarray] = {}
+        if self.log_images:
+            fakes = torch.cat(self._images) if self._images else torch.empty(0)
+            world = trainer.world_size
+            made = sample_grids(fakes, self.last_result, lambda: self._real_chunks(0, world), self.num_images, world)
+            if made is None:
+                self._warned_images = warn_no_grid("log_images", self._warned_images)
+            else:
+                grids.update(made[0])
+                histograms.update(made[1])
         self._images = []
-        world = trainer.world_size
-        made = sample_grids(fakes, self.last_result, lambda: self._real_chunks(0, world), self.num_images, world)
-        self._warned_images = log_samples(self._adapters or [], made, epoch, warned=self._warned_images)
+        if self.log_closest_pairs:
+            grid = None if self._pairs is None else pair_grid(*self._pairs)
+            if grid is None:
+                self._warned_pairs = warn_no_grid("log_closest_pairs", self._warned_pairs)
+            else:
+                grids["closest_pairs"] = grid
+        self._pairs = None
+        log_samples(self._adapters or [], grids, histograms, epoch)
+
+    def _gather_pairs(self, result: Mapping[str, Any], rank: int, world: int) -> Any:
+        """Rank 0's samples of the closest pairs (every rank takes part; none for real features from a file)."""
+        if not self._source.embedded:
+            return None
+        return gather_pairs(result, self._images, lambda: self._real_chunks(rank, world), self._real_rows, rank, world)
 
     def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
         step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
@@ -242,7 +282,30 @@ class PRDCallbackCore(RealSide):
         )
 
     # ------------------------------------------------------------------ samples and features
-    def _sample(self, pl_module: Any, n: int) -> Tensor:
-        """``n`` generated samples, checked (:func:`~lightning_prd.callback.sources.draw`)."""
+    def _draw(self, pl_module: Any, n: int) -> Tuple[Tensor, Optional[Tensor]]:
+        """``n`` generated samples, checked (:func:`~lightning_prd.callback.sources.draw`), and their class
+        labels for a per-class metric (:func:`~lightning_prd.callback.sources.draw_labelled`), else ``None``."""
         fn, name = self.sample_fn, generator_name(self.sample_fn, pl_module)
-        return draw(lambda: fn(pl_module, n) if fn is not None else pl_module.sample(n), name, n)
+
+        def generate() -> Any:
+            return fn(pl_module, n) if fn is not None else pl_module.sample(n)
+
+        if self.labelled:
+            return draw_labelled(generate, name, n)
+        return draw(generate, name, n), None
+
+    def _check_roles(self) -> None:
+        """In ``setup``: ``test`` given exactly when a score of the metric uses it, and labels for a per-class
+        metric (``real_labels`` or labelled batches)."""
+        check = getattr(self.metric, "check_test_role", None)
+        if callable(check):
+            try:
+                check(self.test is not None)
+            except ValueError as err:
+                hint = (
+                    "pass PRDCallback(..., test=held_out), a held-out real set in any form `real` takes"
+                    if self.test is None
+                    else "switch one on, e.g. metric=dict(data_copying=True), or drop `test`"
+                )
+                raise ValueError(f"{err}: {hint}") from None
+        self._check_real_labels()

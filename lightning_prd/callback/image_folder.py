@@ -19,18 +19,19 @@ from lightning_prd.callback.sharding import rank_shard
 from lightning_prd.features.image_folder import image_batches
 
 
-def require_pillow(folder: str) -> None:
+def require_pillow(folder: str, name: str = "real") -> None:
     try:
         import PIL.Image  # noqa: F401
     except ImportError as err:
         raise ImportError(
-            f"Reading the image folder of argument `real` ({folder}) needs Pillow: pip install 'lightning-prd[images]'"
+            f"Reading the image folder of argument `{name}` ({folder}) needs Pillow: "
+            "pip install 'lightning-prd[images]'"
         ) from err
 
 
-def _unreadable(path: Path, err: Exception) -> ValueError:
+def _unreadable(path: Path, err: Exception, name: str = "real") -> ValueError:
     reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return ValueError(f"Expected argument `real` to be a folder of readable images, but {path}: {reason}")
+    return ValueError(f"Expected argument `{name}` to be a folder of readable images, but {path}: {reason}")
 
 
 def image_chunks(
@@ -41,14 +42,21 @@ def image_chunks(
     world: int,
     size: Optional[Tuple[int, int]],
     folder: str,
+    name: str = "real",
 ) -> Iterator[Tensor]:
     """This rank's images of ``files`` (the first ``num_real``), in batches (module docstring)."""
     mine = rank_shard(min(len(files), num_real or len(files)), rank, world)
 
     def mixed(sizes: str) -> ValueError:
         return ValueError(
-            f"Expected the images of argument `real` ({folder}) to share one size, but they hold {sizes} and "
+            f"Expected the images of argument `{name}` ({folder}) to share one size, but they hold {sizes} and "
             "`feature_extractor` declares no input_size to resize them to"
         )
 
-    yield from image_batches(files[mine.start : mine.stop], batch_size, size, unreadable=_unreadable, mixed=mixed)
+    yield from image_batches(
+        files[mine.start : mine.stop],
+        batch_size,
+        size,
+        unreadable=lambda path, err: _unreadable(path, err, name),
+        mixed=mixed,
+    )

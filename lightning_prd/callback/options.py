@@ -10,7 +10,7 @@ that does not import, an unknown extractor name, an extractor whose weights are 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -20,19 +20,22 @@ from lightning_prd.functional.engine.inputs import non_finite_rows
 from lightning_prd.metrics.generative import GenerativeMetrics
 
 
-def check_real(real: Any) -> None:
-    """``real`` is a non-empty, finite tensor (checked once, before any training) or an iterable of batches."""
+def check_real(real: Any, name: str = "real") -> None:
+    """``real`` is a non-empty, finite tensor (checked once, before any training) or an iterable of batches;
+    errors name the argument ``name``."""
     if isinstance(real, Tensor):
         if real.ndim < 1 or real.shape[0] == 0:
-            raise ValueError(f"Expected argument `real` to hold at least one sample, but got shape {tuple(real.shape)}")
+            raise ValueError(
+                f"Expected argument `{name}` to hold at least one sample, but got shape {tuple(real.shape)}"
+            )
         bad = non_finite_rows(real.detach()) if real.is_floating_point() else 0
         if bad:
             raise ValueError(
-                f"Expected argument `real` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
+                f"Expected argument `{name}` to be finite, but {bad} of its {real.shape[0]} samples hold NaN or Inf"
             )
     elif isinstance(real, (str, bytes, Mapping)) or not isinstance(real, Iterable):
         raise TypeError(
-            f"Expected argument `real` to be a tensor or a DataLoader of real samples, a path or "
+            f"Expected argument `{name}` to be a tensor or a DataLoader of real samples, a path or "
             f"'datamodule:<split>', but got {type(real).__name__}"
         )
 
@@ -115,11 +118,15 @@ def check_bool(value: Any, name: str) -> bool:
     return value
 
 
-def build_metric(metric: Union[None, Mapping[str, Any], Any], per_sample: bool = False) -> Any:
+def build_metric(metric: Union[None, Mapping[str, Any], Any], per_sample: bool = False, closest_pairs: int = 0) -> Any:
+    """The callback's metric: ``GenerativeMetrics(reset_real_features=False)`` (with ``per_sample`` for
+    ``log_images`` and ``closest_pairs`` for ``log_closest_pairs`` when they are on), updated by the options of
+    a dict ``metric``, or the Metric ``metric`` itself."""
+    extra: Dict[str, Any] = {"closest_pairs": closest_pairs} if closest_pairs else {}
     if metric is None:
-        return GenerativeMetrics(reset_real_features=False, per_sample=per_sample)
+        return GenerativeMetrics(reset_real_features=False, per_sample=per_sample, **extra)
     if isinstance(metric, Mapping):
-        options = {"reset_real_features": False, "per_sample": per_sample, **metric}
+        options = {"reset_real_features": False, "per_sample": per_sample, **extra, **metric}
         return GenerativeMetrics(**options)
     if isinstance(metric, type):
         raise TypeError(

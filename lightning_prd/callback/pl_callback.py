@@ -75,11 +75,16 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
 
             A missing path, an empty image folder or an unreadable file raises at construction,
             naming ``real`` and the path. A string starting with ``datamodule:`` is never a path.
+            With a per-class metric (``metric=dict(per_class=True)``) a DataLoader's (or datamodule's)
+            batches are ``(samples, labels, ...)``, one integer class label per sample; a tensor, a folder
+            or a features file takes its labels from ``real_labels``.
         sample_fn: ``sample_fn(pl_module, n) -> Tensor`` of ``n`` generated samples, or its import
             path ``"package.module:function"`` (or ``"package.module.function"``), imported at
             construction (``TypeError`` when it does not import or is not callable). Default:
             ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
-            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG. Floating-point
+            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG. With a per-class metric it
+            returns ``(samples, labels)``: ``n`` samples and a 1-D integer tensor of their ``n`` class labels
+            (the classes they were conditioned on); without one, a tuple is refused. Floating-point
             samples must be finite; errors about the generated samples or their features name
             ``sample_fn`` (or ``<Module>.sample``), and errors of the extractor name ``feature_extractor``.
         feature_extractor: module or callable mapping a batch of samples to ``[n, D]`` features,
@@ -116,7 +121,33 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             the key cannot cover is refused with a ``TypeError`` naming it; the cache stores copies of
             the features, so an extractor that refills one output buffer is cached as computed. The
             key is described in :mod:`lightning_prd.features.cache`; a plain function as extractor
-            needs ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache.
+            needs ``RealFeatureCache(PATH, name=...)``. Default None: no disk cache. It serves ``real``
+            only: ``test`` is embedded at the first evaluation of every fit and stays out of the key.
+        test: a held-out real set the model never trained on, in any form ``real`` takes but a
+            statistics file (tensor, DataLoader, ``"datamodule:test"``, image folder, features file),
+            read and embedded like ``real`` (each rank its block under DDP, a file's features as they
+            are) and given to the metric as ``update(features, role="test")``, for the scores that
+            compare the training set ``real`` with held-out data: ``metric=dict(data_copying=True)``
+            (``Pct``, ``Pct_cells``) and ``metric=dict(fld=True)`` (``Pfld``, ``Pfld_gap``, ...). ``setup``
+            raises ``ValueError`` naming ``test`` when such a score is on without it, or when it is
+            given and no score uses it. Example: ``PRDCallback(train_x, test=held_out_x,
+            metric=dict(data_copying=True))``.
+        real_labels: with a per-class metric (``metric=dict(per_class=True)``) and ``real`` a tensor, an
+            image folder or a features file: one integer class label per row of ``real``, in its order (a
+            1-D tensor, array or list; the first ``num_real`` are used). A DataLoader's batches carry
+            their own. Refused (``ValueError``/``TypeError`` naming ``real_labels`` and its shape or
+            dtype) when not integer, not one per row, or without a per-class metric. Example:
+            ``PRDCallback(x, real_labels=y, sample_fn=lambda m, n: m.sample_with_labels(n),
+            metric=dict(per_class=True))``.
+        log_closest_pairs: the number of (generated, nearest real) pairs to show, 0 (default) for
+            none. The metric picks the pairs of smallest ratio of distance to the real sample's own
+            ``NND_1`` (``GenerativeMetrics(closest_pairs=n)``, the likeliest copies; also returns
+            ``authenticity``); for image samples ``[n, 1 or 3, H, W]`` and a real set of images, rank 0
+            logs ``Psamples/closest_pairs`` (TensorBoard image, W&B ``wandb.Image``): one pair per row,
+            generated on the left, nearest real on the right
+            (:mod:`~lightning_prd.callback.closest_pairs`). Each rank keeps its generated samples of the
+            evaluation in CPU memory until the pairs are known and re-reads its block of ``real`` up
+            to the last row shown. Example: ``PRDCallback(images, log_closest_pairs=8)``.
 
     **In a LightningCLI config** every argument takes a plain YAML value: ``real`` a path or
     ``datamodule:<split>``, ``sample_fn`` an import path, ``feature_extractor`` a name or a mapping,
@@ -141,7 +172,14 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     * ``Pfrechet_distance``: the FID formula on the features (lower is better);
     * when the metric returns them: ``Pf_beta``, ``Pf_inv_beta`` (PRD F_8, F_1/8),
       ``Palpha_precision``, ``Pbeta_recall``, ``Pauthenticity``; with ``metric=dict(kid=True)``
-      ``Pkid``, ``Pkid_std``; with ``metric=dict(vendi=True)`` ``Pvendi``, ``Pvendi_real``.
+      ``Pkid``, ``Pkid_std``; with ``metric=dict(vendi=True)`` ``Pvendi``, ``Pvendi_real``;
+    * with ``test`` and ``metric=dict(data_copying=True)``: ``Pct``, ``Pct_cells``; with
+      ``metric=dict(fld=True)``: ``Pfld``, ``Pfld_train``, ``Pfld_gap``, ``Pfld_nll_test``, ...;
+    * with ``metric=dict(per_class=True)``: ``Pper_class/<score>/<class>`` for precision, recall,
+      density, coverage and the Fréchet distance of each class, ``P<score>_mean``, ``Pcoverage_min``
+      and ``Plowest_coverage_class``; TensorBoard's *Custom Scalars* gets a category ``Pper_class``
+      with one chart per score whose lines are the classes, W&B a line series per score
+      (``Pper_class/<score>``), CSV one column per class.
 
     They go to ``trainer.callback_metrics`` on every rank (so ``ModelCheckpoint(monitor=
     "prd/coverage", mode="max")`` works; for early stopping use

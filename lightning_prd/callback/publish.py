@@ -1,6 +1,7 @@
-"""From one evaluation's scores to the loggers: scalars and curves to every adapter (rank 0 only), and
-the image grids of ``log_images`` (the least realistic generated samples, the real samples no generated
-sample covers, a histogram of realism scores)."""
+"""From one evaluation's scores to the loggers: scalars (with a per-class metric's scores per class,
+:func:`per_class_scalars`) and curves to every adapter (rank 0 only), and the image grids of
+``log_images`` (the least realistic generated samples, the real samples no generated sample covers, a
+histogram of realism scores) and ``log_closest_pairs`` (:mod:`~lightning_prd.callback.closest_pairs`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.callback.sharding import rank_shard
-from lightning_prd.loggers.base import LoggerAdapter
+from lightning_prd.loggers.base import PER_CLASS, LoggerAdapter
 from lightning_prd.runs import plotting
 
 
@@ -53,26 +54,57 @@ def log_scores(
 
 def log_samples(
     adapters: Sequence[LoggerAdapter],
-    made: Optional[Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]],
+    grids: Mapping[str, np.ndarray],
+    histograms: Mapping[str, np.ndarray],
     epoch: int,
-    *,
-    warned: bool,
-) -> bool:
-    """Hand the grids and histograms of :func:`sample_grids` to every adapter; when there are none, warn
-    once (``warned`` says whether it did already; the new flag is returned)."""
-    if made is None:
-        if not warned:
-            warnings.warn(
-                "PRDCallback(log_images=True): sample images are logged only for image samples [n, 1 or 3, H, W] "
-                "and a metric returning per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
-                UserWarning,
-                stacklevel=3,
-            )
-        return True
+) -> None:
+    """Hand the image grids (``log_images``' and ``log_closest_pairs``') and histograms of one evaluation to
+    every adapter, in one call each, and flush it."""
+    if not grids and not histograms:
+        return
     for adapter in adapters:
-        adapter.log_samples(*made, epoch)
+        adapter.log_samples(grids, histograms, epoch)
         adapter.flush()
-    return warned
+
+
+#: what the warnings say when a grid cannot be drawn
+GRIDS_NEED = {
+    "log_images": "sample images are logged only for image samples [n, 1 or 3, H, W] and a metric returning "
+    "per-sample `realism` and `covered` (GenerativeMetrics(per_sample=True))",
+    "log_closest_pairs": "the grid of closest pairs is logged only for image samples [n, 1 or 3, H, W], a real set "
+    "of images (not a features file) and a metric returning `closest_fake_index` and `closest_real_index` "
+    "(GenerativeMetrics(closest_pairs=n)); under DDP through torch.distributed",
+}
+
+
+def warn_no_grid(option: str, warned: bool) -> bool:
+    """Warn once (``warned`` says whether it did already) that the grids of ``option`` cannot be drawn; True."""
+    if not warned:
+        warnings.warn(f"PRDCallback({option}=...): {GRIDS_NEED[option]}", UserWarning, stacklevel=4)
+    return True
+
+
+def per_class_scalars(result: Mapping[str, Any]) -> Dict[str, float]:
+    """The per-class scores of a per-class metric's ``result`` as scalars ``per_class/<score>/<label>``: each
+    float ``<score>_per_class`` ``[C]`` entry, labelled by ``result["classes"]``; empty without ``classes``.
+
+    Example:
+        >>> res = {"classes": torch.tensor([0, 3]), "coverage_per_class": torch.tensor([0.5, 0.0])}
+        >>> per_class_scalars(res)
+        {'per_class/coverage/0': 0.5, 'per_class/coverage/3': 0.0}
+    """
+    classes = result.get("classes")
+    if not isinstance(classes, Tensor) or classes.ndim != 1:
+        return {}
+    labels = [str(int(c)) for c in classes.tolist()]
+    out: Dict[str, float] = {}
+    for key, value in result.items():
+        if not (key.endswith("_per_class") and isinstance(value, Tensor) and value.is_floating_point()):
+            continue
+        if value.ndim == 1 and value.shape[0] == len(labels):
+            score = key[: -len("_per_class")]
+            out.update({f"{PER_CLASS}{score}/{c}": float(v) for c, v in zip(labels, value.tolist())})
+    return out
 
 
 def sample_grids(

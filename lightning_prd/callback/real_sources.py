@@ -19,7 +19,8 @@ value of none of the forms below:
   ``feature_extractor`` names (:func:`edm2_detector`).
 
 A file that says which network made its features is checked against ``feature_extractor``
-(:func:`check_network`).
+(:func:`check_network`). The held-out ``test`` argument is resolved by the same functions (``name="test"``,
+so errors name it); a statistics file cannot serve it.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ FOREIGN_NAMES = {
 #: dgm-eval's ``model`` names: its "inception" is the FID Inception (with its own resize); its DINOv2 and CLIP
 #: are ViT-L/14
 DGM_EVAL_NAMES = {"inception": ("fid-inception", False), "dinov2": ("dinov2", False), "clip": ("clip", False)}
-#: GenerativeMetrics options that turn a family off with None rather than False
-OFF_WITH_NONE = ("k_precision_recall", "k_density_coverage", "error_bars")
+#: GenerativeMetrics options that turn a family off with another value than False
+OFF_VALUES = {"k_precision_recall": None, "k_density_coverage": None, "error_bars": None, "closest_pairs": 0}
 
 
 @dataclass
@@ -71,47 +72,52 @@ class RealSource:
         return self.kind in ("samples", "images", "datamodule")
 
 
-def resolve_real(real: Any, has_extractor: bool, extractor_name: Optional[str] = None) -> RealSource:
+def resolve_real(
+    real: Any, has_extractor: bool, extractor_name: Optional[str] = None, name: str = "real"
+) -> RealSource:
     """``real`` resolved at construction (module docstring); the datamodule's loader waits for ``setup``.
-    ``extractor_name``: ``feature_extractor``'s registry name, which picks the statistics of an EDM2 pickle."""
+    ``extractor_name``: ``feature_extractor``'s registry name, which picks the statistics of an EDM2 pickle;
+    ``name``: the argument errors name (``"real"``, or ``"test"`` for the held-out set read the same way)."""
     if isinstance(real, str) and real.startswith(DATAMODULE):
         split = real[len(DATAMODULE) :]
         if split not in SPLITS:
             choices = ", ".join(repr(DATAMODULE + s) for s in SPLITS)
-            raise ValueError(f"Expected argument `real` to be one of {choices} to read a datamodule, but got {real!r}")
+            raise ValueError(
+                f"Expected argument `{name}` to be one of {choices} to read a datamodule, but got {real!r}"
+            )
         return RealSource("datamodule", split=split)
     if isinstance(real, (str, os.PathLike)):
-        return _from_path(os.fspath(real), has_extractor, extractor_name)
-    check_real(real)
+        return _from_path(os.fspath(real), has_extractor, extractor_name, name)
+    check_real(real, name)
     return RealSource("samples", real)
 
 
-def _from_path(text: str, has_extractor: bool, extractor_name: Optional[str] = None) -> RealSource:
+def _from_path(text: str, has_extractor: bool, extractor_name: Optional[str] = None, name: str = "real") -> RealSource:
     path = Path(text).expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"Expected argument `real` to be an existing path, but {text} does not exist")
+        raise FileNotFoundError(f"Expected argument `{name}` to be an existing path, but {text} does not exist")
     if path.is_dir():
         files = image_files(path)
         if not files:
-            raise ValueError(f"Expected argument `real` to be a folder of PNG/JPEG images, but {text} holds none")
-        _need_extractor(has_extractor, f"{text} (an image folder of {len(files):,} images)")
-        require_pillow(text)
+            raise ValueError(f"Expected argument `{name}` to be a folder of PNG/JPEG images, but {text} holds none")
+        _need_extractor(has_extractor, f"{text} (an image folder of {len(files):,} images)", name)
+        require_pillow(text, name)
         return RealSource("images", files, path=text)
     try:
-        ref = read_reference(path, name="real")
+        ref = read_reference(path, name=name)
     except ReferenceFileError as err:
         if not str(err).startswith("Expected argument `detector`"):  # only EDM2 asks which statistics to read
             raise
-        ref = read_reference(path, name="real", detector=edm2_detector(text, extractor_name))
+        ref = read_reference(path, name=name, detector=edm2_detector(text, extractor_name, name))
     if ref.features is not None:
         return RealSource("features", ref.features, path=text, reference=ref)
     if ref.images is not None:
-        _need_extractor(has_extractor, f"{text} ({ref.source}: {ref.images.shape[0]:,} images)")
+        _need_extractor(has_extractor, f"{text} ({ref.source}: {ref.images.shape[0]:,} images)", name)
         return RealSource("samples", ref.images.permute(0, 3, 1, 2), path=text, reference=ref)
     return RealSource("statistics", path=text, reference=ref)
 
 
-def edm2_detector(text: str, extractor_name: Optional[str]) -> str:
+def edm2_detector(text: str, extractor_name: Optional[str], name: str = "real") -> str:
     """The statistics of an EDM2 reference pickle that hold several (``fid``, ``fd_dinov2``) made by the network
     ``feature_extractor`` names; ``ValueError`` when it names none of them."""
     ours = None if extractor_name is None else registry.canonical_name(extractor_name)
@@ -120,46 +126,46 @@ def edm2_detector(text: str, extractor_name: Optional[str]) -> str:
             return detector
     picks = " or ".join(f"feature_extractor={FOREIGN_NAMES[n][0]!r} for {d!r}" for d, n in EDM2_DETECTORS.items())
     raise ValueError(
-        f"Expected argument `feature_extractor` to name the network of the statistics to read from argument `real` "
+        f"Expected argument `feature_extractor` to name the network of the statistics to read from argument `{name}` "
         f"({text}, an EDM2 reference holding several), but got {extractor_name!r}: pass {picks} (a name, or a dict "
         "with a 'name'), the network that embeds the generated samples"
     )
 
 
-def _need_extractor(has_extractor: bool, what: str) -> None:
+def _need_extractor(has_extractor: bool, what: str, name: str = "real") -> None:
     if not has_extractor:
         raise ValueError(
-            f"Expected argument `feature_extractor` to embed the images of argument `real`, {what}, but got None: "
+            f"Expected argument `feature_extractor` to embed the images of argument `{name}`, {what}, but got None: "
             "pass an image extractor, e.g. feature_extractor='inception' or {'name': 'inception', 'weights': PATH}"
         )
 
 
-def bind_datamodule(source: RealSource, trainer: Any, batch_size: int) -> None:
+def bind_datamodule(source: RealSource, trainer: Any, batch_size: int, name: str = "real") -> None:
     """``source.rows`` = the trainer's datamodule's ``<split>_dataloader()``, read in index order."""
     value = f"{DATAMODULE}{source.split}"
     datamodule = getattr(trainer, "datamodule", None)
     if datamodule is None:
         raise ValueError(
-            f"Expected argument `real`={value!r} to name a loader of the trainer's datamodule, but the trainer has "
+            f"Expected argument `{name}`={value!r} to name a loader of the trainer's datamodule, but the trainer has "
             "no datamodule: call trainer.fit(model, datamodule=...) or pass the real samples themselves"
         )
     hook = f"{source.split}_dataloader"
     owner = next((c for c in type(datamodule).__mro__ if hook in vars(c)), None)
     if owner is None or owner.__module__.split(".")[0] in ("pytorch_lightning", "lightning", "lightning_fabric"):
         raise ValueError(
-            f"Expected argument `real`={value!r} to name a loader of the trainer's datamodule, but "
+            f"Expected argument `{name}`={value!r} to name a loader of the trainer's datamodule, but "
             f"{type(datamodule).__name__} defines no {hook}()"
         )
     try:
         loader = getattr(datamodule, hook)()
     except RENAMED as err:
-        raise renamed(err, f"`real`={value!r}: {type(datamodule).__name__}.{hook}() failed: {err}") from err
+        raise renamed(err, f"`{name}`={value!r}: {type(datamodule).__name__}.{hook}() failed: {err}") from err
     if isinstance(loader, (list, tuple)) and len(loader) == 1:
         loader = loader[0]
     if isinstance(loader, (list, tuple, Mapping, str, bytes)) or not isinstance(loader, Iterable):
         shown = f"{type(loader).__name__} of {len(loader)}" if isinstance(loader, (list, tuple, Mapping)) else ""
         raise TypeError(
-            f"Expected argument `real`={value!r} to give one DataLoader, but {type(datamodule).__name__}.{hook}() "
+            f"Expected argument `{name}`={value!r} to give one DataLoader, but {type(datamodule).__name__}.{hook}() "
             f"returned {shown or type(loader).__name__}"
         )
     source.rows = in_order(loader, batch_size)
@@ -180,7 +186,7 @@ def in_order(loader: Any, batch_size: int) -> Any:
     )
 
 
-def check_statistics_serve(source: RealSource, metric: Any, log_images: bool) -> None:
+def check_statistics_serve(source: RealSource, metric: Any, log_images: bool, log_closest_pairs: int = 0) -> None:
     """A statistics-only file serves the Fréchet distance alone: the metric must take statistics and, when it
     is a :class:`~lightning_prd.GenerativeMetrics`, ask for nothing that needs per-sample real features."""
     ref = source.reference
@@ -197,9 +203,11 @@ def check_statistics_serve(source: RealSource, metric: Any, log_images: bool) ->
     on: List[str] = list(beyond()) if callable(beyond) else []
     if not on and frechet:
         return
-    offs = [f"{o}={None if o in OFF_WITH_NONE else False}" for o in on if not (o == "per_sample" and log_images)]
+    callback_made = {"per_sample": log_images, "closest_pairs": log_closest_pairs > 0}  # set by the callback's options
+    offs = [f"{o}={OFF_VALUES.get(o, False)}" for o in on if not callback_made.get(o, False)]
     offs += [] if frechet else ["frechet=True"]
     fix = f"metric=dict({', '.join(offs)})" + (" and log_images=False" if log_images else "")
+    fix += " and log_closest_pairs=0" if log_closest_pairs else ""
     asked = ", ".join(on) or "frechet=False"
     try:
         ref.require_features(f"the scores `metric` asks for besides the Fréchet distance ({asked})")
@@ -207,7 +215,7 @@ def check_statistics_serve(source: RealSource, metric: Any, log_images: bool) ->
         raise ValueError(f"{err}; or pass {fix} for the Fréchet distance alone") from None
 
 
-def check_network(source: RealSource, extractor_name: Optional[str], extractor: Any) -> None:
+def check_network(source: RealSource, extractor_name: Optional[str], extractor: Any, name: str = "real") -> None:
     """The network a features or statistics file names against the callback's ``feature_extractor``:
     different networks raise ``ValueError``; where the names cannot settle it, one warning."""
     ref = source.reference
@@ -224,7 +232,7 @@ def check_network(source: RealSource, extractor_name: Optional[str], extractor: 
         whose = "the generated samples (`feature_extractor`=None: compared as they are)"
     if ref.extractor is None:
         _warn(
-            f"The real {what} of argument `real` ({where}) do not say which network made them: {whose} must "
+            f"The real {what} of argument `{name}` ({where}) do not say which network made them: {whose} must "
             "come from that same network, or every score compares two different embeddings"
         )
         return
@@ -238,11 +246,11 @@ def check_network(source: RealSource, extractor_name: Optional[str], extractor: 
         return
     if ours is not None and ours != family and (known or ref.source == "lightning-prd"):
         raise ValueError(
-            f"Expected argument `feature_extractor` to be the network that made the {what} of argument `real` "
+            f"Expected argument `feature_extractor` to be the network that made the {what} of argument `{name}` "
             f"({ref.extractor!r}, {where}), but got {extractor_name!r}"
         )
     _warn(
-        f"The real {what} of argument `real` ({where}) were made with {ref.extractor!r}: {whose} must come "
+        f"The real {what} of argument `{name}` ({where}) were made with {ref.extractor!r}: {whose} must come "
         "from that very network (architecture, weights and preprocessing), or every score compares two different "
         "embeddings"
     )

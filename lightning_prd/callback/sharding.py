@@ -8,12 +8,13 @@ is the real set of a single-process run, in the same order.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Optional
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import DistributedSampler
 
+from lightning_prd.callback.labels import batch_labels
 from lightning_prd.features.base import first_tensor
 from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
 
@@ -36,37 +37,64 @@ def rank_shard(total: int, rank: int, world_size: int) -> range:
     return range(start, start + base + (rank < extra))
 
 
-def real_chunks(real: Any, num_real: Optional[int], batch_size: int, rank: int, world: int) -> Iterator[Tensor]:
+def real_chunks(
+    real: Any, num_real: Optional[int], batch_size: int, rank: int, world: int, name: str = "real"
+) -> Iterator[Tensor]:
+    """This rank's rows of a tensor or a DataLoader ``real`` (the first ``num_real`` over all ranks), in
+    order, in chunks; errors name the argument ``name``."""
+    for x, _ in _rows(real, num_real, batch_size, rank, world, name, labelled=False):
+        yield x
+
+
+def labelled_chunks(
+    real: Any, num_real: Optional[int], batch_size: int, rank: int, world: int, name: str = "real"
+) -> Iterator[Tuple[Tensor, Tensor]]:
+    """:func:`real_chunks` of a DataLoader whose batches are ``(samples, labels, ...)``: ``(x, labels)`` pairs,
+    the labels checked (:func:`~lightning_prd.callback.labels.batch_labels`) and cut like the samples."""
+    for x, y in _rows(real, num_real, batch_size, rank, world, name, labelled=True):
+        assert y is not None  # (labelled=True gives every chunk its labels)
+        yield x, y
+
+
+def _rows(
+    real: Any, num_real: Optional[int], batch_size: int, rank: int, world: int, name: str, labelled: bool
+) -> Iterator[Tuple[Tensor, Optional[Tensor]]]:
     if isinstance(real, Tensor):
         mine = rank_shard(min(real.shape[0], num_real or real.shape[0]), rank, world)
         for start in range(mine.start, mine.stop, batch_size):
-            yield real[start : min(start + batch_size, mine.stop)]
+            yield real[start : min(start + batch_size, mine.stop)], None
         return
     sampler = distributed_sampler_of(real)
     if sampler is not None:
-        yield from _sampler_chunks(real, num_real, sampler, rank, world)
+        yield from _sampler_chunks(real, num_real, sampler, rank, world, name, labelled)
         return
     shuffler = random_sampler_of(real) if world > 1 else None
     if shuffler is not None:
         raise ValueError(
-            "Expected argument `real` to yield the same rows in the same order on every rank, but its DataLoader "
+            f"Expected argument `{name}` to yield the same rows in the same order on every rank, but its DataLoader "
             f"draws them at random ({type(shuffler).__name__}): ranks would embed overlapping blocks, counting "
             "some real samples twice and missing others. Pass `shuffle=False`, or a DataLoader with a "
             "DistributedSampler"
         )
-    mine = rank_shard(real_total(real, num_real), rank, world)
+    mine = rank_shard(real_total(real, num_real, name), rank, world)
     seen = 0
-    for batch in real:
+    for i, batch in enumerate(real):
         if seen >= mine.stop:
             break
-        x = first_tensor(batch, "argument `real`")
+        x, y = _split(batch, name, i, labelled)
         lo, hi = max(mine.start - seen, 0), min(mine.stop - seen, x.shape[0])
         if hi > lo:
-            yield x[lo:hi]
+            yield x[lo:hi], None if y is None else y[lo:hi]
         seen += x.shape[0]
 
 
-def check_samplers_agree(real: Any, rank: int, world: int) -> None:
+def _split(batch: Any, name: str, index: int, labelled: bool) -> Tuple[Tensor, Optional[Tensor]]:
+    """The samples of one batch and, when ``labelled``, its checked labels (the batch's second item)."""
+    x = first_tensor(batch, f"argument `{name}`")
+    return x, batch_labels(batch, x.shape[0], name, index) if labelled else None
+
+
+def check_samplers_agree(real: Any, rank: int, world: int, name: str = "real") -> None:
     """Under DDP, a DistributedSampler of ``real`` that does not match its process (e.g. ``rank=0``
     hard-coded on every rank) must fail on every rank: a rank raising alone would leave the
     others waiting in the metric's all-gather. One all-gather of ``(num_replicas, rank)`` decides."""
@@ -78,31 +106,37 @@ def check_samplers_agree(real: Any, rank: int, world: int) -> None:
     expected = [(world, r) for r in range(world)]
     if seen != expected:
         raise ValueError(
-            f"Expected the DistributedSampler of argument `real` on each rank to match its process "
+            f"Expected the DistributedSampler of argument `{name}` on each rank to match its process "
             f"(num_replicas, rank) = {expected}, but the ranks hold {seen}"
         )
 
 
 def _sampler_chunks(
-    real: Iterable[Any], num_real: Optional[int], sampler: DistributedSampler, rank: int, world: int
-) -> Iterator[Tensor]:
+    real: Iterable[Any],
+    num_real: Optional[int],
+    sampler: DistributedSampler,
+    rank: int,
+    world: int,
+    name: str = "real",
+    labelled: bool = False,
+) -> Iterator[Tuple[Tensor, Optional[Tensor]]]:
     """This rank's real rows from a DataLoader with a ``DistributedSampler``: its shard without the
     padding duplicates (:func:`lightning_prd.samplers.unpadded_count`), ``num_real`` over all ranks."""
     if (sampler.num_replicas, sampler.rank) != (world, rank):
         raise ValueError(
-            f"Expected the DistributedSampler of argument `real` to match this process (num_replicas={world}, "
+            f"Expected the DistributedSampler of argument `{name}` to match this process (num_replicas={world}, "
             f"rank={rank}), but it has num_replicas={sampler.num_replicas}, rank={sampler.rank}"
         )
     keep, seen = unpadded_count(sampler, num_real), 0
-    for batch in real:
+    for i, batch in enumerate(real):
         if seen >= keep:
             break
-        x = first_tensor(batch, "argument `real`")
-        yield x[: keep - seen]
+        x, y = _split(batch, name, i, labelled)
+        yield x[: keep - seen], None if y is None else y[: keep - seen]
         seen += x.shape[0]
 
 
-def real_total(real: Iterable[Any], num_real: Optional[int]) -> int:
+def real_total(real: Iterable[Any], num_real: Optional[int], name: str = "real") -> int:
     """Rows of a real DataLoader: ``num_real`` capped by ``len(dataset)``, or counted in one pass."""
     dataset = getattr(real, "dataset", None)
     try:
@@ -110,9 +144,9 @@ def real_total(real: Iterable[Any], num_real: Optional[int]) -> int:
     except TypeError:
         total = 0
         for batch in real:
-            total += first_tensor(batch, "argument `real`").shape[0]
+            total += first_tensor(batch, f"argument `{name}`").shape[0]
             if num_real is not None and total >= num_real:
                 break
     if total == 0:
-        raise ValueError("Expected argument `real` to yield at least one sample, but the DataLoader was empty")
+        raise ValueError(f"Expected argument `{name}` to yield at least one sample, but the DataLoader was empty")
     return min(total, num_real) if num_real is not None else total

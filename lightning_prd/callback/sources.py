@@ -19,10 +19,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, Optional, Tuple
 
 from torch import Tensor
 
+from lightning_prd.callback.labels import generated_pair
 from lightning_prd.functional.engine.inputs import non_finite_rows
 
 #: the exception types raised again with a message naming the source
@@ -55,6 +56,17 @@ def draw(generate: Callable[[], Any], name: str, n: int) -> Tensor:
     return checked_samples(out, name, n)
 
 
+def draw_labelled(generate: Callable[[], Any], name: str, n: int) -> Tuple[Tensor, Tensor]:
+    """``generate()`` for a per-class metric: ``(samples, labels)``, ``n`` finite samples and ``n`` integer
+    class labels (:func:`~lightning_prd.callback.labels.generated_pair`); errors name ``name``."""
+    try:
+        out = generate()
+    except RENAMED as err:
+        _raise(err, f"`{name}(…, {n})` failed while generating samples: {err}")
+    samples, labels = generated_pair(out, name, n)
+    return checked_samples(samples, name, n), labels
+
+
 def checked_samples(out: Any, name: str, n: int) -> Tensor:
     """``out`` if it is a tensor of ``n`` samples, finite when floating-point; else a ``TypeError`` or
     ``ValueError`` naming ``name`` and the generated samples."""
@@ -84,11 +96,14 @@ def extract(extractor: Callable[[Tensor], Any], x: Tensor, role: str) -> Tensor:
     return feats
 
 
-def update_fake(metric: Any, feats: Tensor, name: str, extracted: bool) -> None:
-    """``metric.update(feats, real=False)``; its errors name the generated samples of ``name`` (and
-    ``feature_extractor`` when ``extracted``)."""
+def update_fake(metric: Any, feats: Tensor, name: str, extracted: bool, labels: Optional[Tensor] = None) -> None:
+    """``metric.update(feats, real=False)`` (with ``labels=`` for a per-class metric); its errors name the
+    generated samples of ``name`` (and ``feature_extractor`` when ``extracted``)."""
     try:
-        metric.update(feats, real=False)
+        if labels is None:
+            metric.update(feats, real=False)
+        else:
+            metric.update(feats, real=False, labels=labels.to(feats.device))
     except (TypeError, ValueError) as err:
         made = "`feature_extractor` computed from" if extracted else "of"
         _raise(err, f"{err} (in the features {made} the generated samples of `{name}`)")

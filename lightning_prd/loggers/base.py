@@ -10,7 +10,8 @@ draws what is present and ignores the rest.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Sequence
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -20,6 +21,9 @@ from lightning_prd.runs import plotting
 PRD_KEYS = ("prd_precision", "prd_recall")
 ALPHA_BETA_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
 CURVE_KEYS = PRD_KEYS + ALPHA_BETA_KEYS
+#: the key part of a per-class score: ``<prefix>per_class/<score>/<class label>`` (a per-class metric's
+#: ``<score>_per_class`` entries, one scalar per class)
+PER_CLASS = "per_class/"
 #: points kept per epoch of a PRD curve in the callback's checkpointed state and the W&B table
 #: (the TensorBoard PR-curve plugin's limit is 127 too)
 COMPACT_POINTS = 127
@@ -73,6 +77,48 @@ class LoggerAdapter:
 
     def flush(self) -> None:
         """End of one evaluation: write out what the backend buffers."""
+
+
+def per_class_parts(name: str) -> Optional[Tuple[str, str]]:
+    """``(score, class label)`` of a per-class scalar name without the prefix, else ``None``.
+
+    Example:
+        >>> per_class_parts("per_class/coverage/3"), per_class_parts("coverage")
+        (('coverage', '3'), None)
+    """
+    if not name.startswith(PER_CLASS):
+        return None
+    score, sep, label = name[len(PER_CLASS) :].rpartition("/")
+    return (score, label) if sep and score and label else None
+
+
+def per_class_series(
+    history: Sequence[Mapping[str, Any]],
+) -> Dict[str, Tuple[List[int], Dict[str, List[float]]]]:
+    """Per score of ``history``'s per-class scalars: the epochs that hold it and, per class, its values at those
+    epochs (NaN where a class is missing), classes in order of appearance.
+
+    Example:
+        >>> hist = [{"epoch": 0, "per_class/coverage/0": 0.5}, {"epoch": 1, "per_class/coverage/0": 0.75,
+        ...          "per_class/coverage/1": 0.25}]
+        >>> per_class_series(hist)
+        {'coverage': ([0, 1], {'0': [0.5, 0.75], '1': [nan, 0.25]})}
+    """
+    out: Dict[str, Tuple[List[int], Dict[str, List[float]]]] = {}
+    for entry in history:
+        found: Dict[str, Dict[str, float]] = {}
+        for name, value in entry.items():
+            parts = per_class_parts(name)
+            if parts is not None:
+                found.setdefault(parts[0], {})[parts[1]] = float(value)
+        for score, values in found.items():
+            epochs, lines = out.setdefault(score, ([], {}))
+            for label in values:
+                lines.setdefault(label, [math.nan] * len(epochs))
+            epochs.append(int(entry["epoch"]))
+            for label, line in lines.items():
+                line.append(values.get(label, math.nan))
+    return out
 
 
 def has_prd(curves: Mapping[str, Any]) -> bool:

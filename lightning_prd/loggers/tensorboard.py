@@ -9,13 +9,15 @@ What it writes (``P`` is the prefix, default ``prd/``):
   trailing points with TP+FP=0);
 * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` images (``add_figure``);
 * with the callback's ``log_images``: ``Psamples/least_realistic`` and ``Psamples/uncovered_real``
-  image grids and a ``Prealism`` histogram;
+  image grids and a ``Prealism`` histogram; with ``log_closest_pairs``: ``Psamples/closest_pairs``;
+* with a per-class metric, ``Pper_class/<score>/<class>`` scalars (one tag per class);
 * a *Custom Scalars* layout: a category ``P`` with one chart per score the run logs, titled with
   the direction that is better; TensorBoard overlays the runs in it (one line and one legend entry
   per run, the runs told apart by colour). Nothing is charted that was not logged, and no chart
-  overlays several scores. Several callbacks (prefixes) on one writer share one layout with a
-  category each: TensorBoard shows the newest layout of a run, so the merged layout is written again
-  when a prefix or a score joins it, and only then.
+  overlays several scores. With per-class scores, a category ``Pper_class`` with one chart per score
+  whose lines are the classes (with several runs: one line per run and class). Several callbacks
+  (prefixes) on one writer share one layout with a category each: TensorBoard shows the newest layout
+  of a run, so the merged layout is written again when a prefix or a score joins it, and only then.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Dict, Iterable, List, Mapping, MutableMapping, Optional,
 
 import numpy as np
 
-from lightning_prd.loggers.base import LoggerAdapter, build_figures, has_prd
+from lightning_prd.loggers.base import PER_CLASS, LoggerAdapter, build_figures, has_prd, per_class_parts
 from lightning_prd.runs.plotting import downsample, how_to_read
 from lightning_prd.runs.scores import DIRECTIONS
 
@@ -43,6 +45,8 @@ def custom_scalars_layout(prefix: str, names: Optional[Iterable[str]] = None) ->
 
     Each chart holds one tag, matched exactly, so with several runs its lines are the runs and its
     legend names them; a score the package knows is titled with the direction that is better.
+    Per-class scores (``per_class/<score>/<class>``) get a category ``<prefix>per_class`` of their own with
+    one chart per score whose lines are the classes.
 
     Example:
         >>> layout = custom_scalars_layout("prd/", ["coverage", "density", "my_score"])
@@ -50,14 +54,28 @@ def custom_scalars_layout(prefix: str, names: Optional[Iterable[str]] = None) ->
         (['prd/'], ['density (1 is ideal)', 'coverage (higher is better)', 'my_score'])
         >>> layout["prd/"]["density (1 is ideal)"]
         ['Multiline', ['^prd/density$']]
+        >>> custom_scalars_layout("prd/", ["coverage", "per_class/coverage/0", "per_class/coverage/1"])["prd/per_class"]
+        {'coverage per class (higher is better)': ['Multiline', ['^prd/per_class/coverage/']]}
     """
     wanted = list(DIRECTIONS) if names is None else list(dict.fromkeys(names))
-    ordered = [n for n in DIRECTIONS if n in wanted] + sorted(n for n in wanted if n not in DIRECTIONS)
-    charts = {
-        (f"{n} ({how_to_read(n)})" if n in DIRECTIONS else n): ["Multiline", [f"^{re.escape(prefix + n)}$"]]
-        for n in ordered
-    }
-    return {prefix or "scores": charts}
+    classes = list(dict.fromkeys(p[0] for p in map(per_class_parts, wanted) if p is not None))
+    wanted = [n for n in wanted if per_class_parts(n) is None]
+    layout = {prefix or "scores": {_title(n): ["Multiline", [f"^{re.escape(prefix + n)}$"]] for n in _ordered(wanted)}}
+    if classes:
+        layout[f"{prefix}per_class"] = {
+            _title(n, " per class"): ["Multiline", [f"^{re.escape(prefix + PER_CLASS + n)}/"]]
+            for n in _ordered(classes)
+        }
+    return layout
+
+
+def _ordered(names: List[str]) -> List[str]:
+    """Known scores first, in the order of :data:`~lightning_prd.runs.scores.DIRECTIONS`, then the rest sorted."""
+    return [n for n in DIRECTIONS if n in names] + sorted(n for n in names if n not in DIRECTIONS)
+
+
+def _title(name: str, what: str = "") -> str:
+    return f"{name}{what} ({how_to_read(name)})" if name in DIRECTIONS else f"{name}{what}"
 
 
 def _merged_layout(state: Dict[str, Any], prefix: str, names: Iterable[str]) -> Optional[Dict[str, Any]]:

@@ -16,7 +16,12 @@ What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix
   at most 127 points, float16) so the table stays small; after a resume the rows of the
   restored epochs are rebuilt from the checkpoint (:meth:`WandbAdapter.restore`), so the table
   again holds every epoch once, with the values an uninterrupted run logs;
-* ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` as ``wandb.Image``.
+* ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` as ``wandb.Image``;
+* with a per-class metric: ``Pper_class/<score>/<class>`` scalars (summaries by the score's direction;
+  ``Plowest_coverage_class``, a label, keeps its last value) and,
+  with the curves, ``Pper_class/<score>``, a ``wandb.plot.line_series`` over the evaluated epochs with one
+  line per class, rebuilt from the callback's ``history`` at each evaluation (so it survives a resume);
+* the image grids of ``log_images`` and ``log_closest_pairs`` as ``wandb.Image`` (``Psamples/...``).
 
 Everything of one evaluation goes into one ``run.log`` call (one W&B step).
 """
@@ -27,12 +32,23 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from lightning_prd.loggers.base import COMPACT_POINTS, LoggerAdapter, build_figures, compact_prd, has_prd
+from lightning_prd.loggers.base import (
+    COMPACT_POINTS,
+    PER_CLASS,
+    LoggerAdapter,
+    build_figures,
+    compact_prd,
+    has_prd,
+    per_class_parts,
+    per_class_series,
+)
 from lightning_prd.runs.plotting import figure_to_array
 from lightning_prd.runs.scores import DIRECTIONS, direction
 
 #: points per epoch kept in the accumulated PRD table
 TABLE_POINTS = COMPACT_POINTS
+#: scalars that name a class rather than score one (summary ``last``)
+LABELS = ("lowest_coverage_class",)
 #: scores where lower is better (summary ``min``)
 LOWER_IS_BETTER = tuple(name for name, way in DIRECTIONS.items() if way == "lower")
 
@@ -69,8 +85,14 @@ class WandbAdapter(LoggerAdapter):
                 if name != "epoch" and isinstance(value, float):
                     self._track_closest_to_one(f"{self.prefix}{name}", value)
 
+    def _direction(self, key: str) -> str:
+        """The direction of a prefixed key; a per-class score has its score's."""
+        name = key[len(self.prefix) :]
+        parts = per_class_parts(name)
+        return direction(parts[0] if parts is not None else name)
+
     def _track_closest_to_one(self, key: str, value: float) -> None:
-        if direction(key[len(self.prefix) :]) == "one" and np.isfinite(value):
+        if self._direction(key) == "one" and np.isfinite(value):
             best = self._closest_to_one.get(key)
             if best is None or abs(value - 1.0) < abs(best - 1.0):
                 self._closest_to_one[key] = float(value)
@@ -78,8 +100,9 @@ class WandbAdapter(LoggerAdapter):
     def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
         run = self.logger.experiment
         for key, value in metrics.items():
-            way = direction(key[len(self.prefix) :])
-            self._define(run, key, {"lower": "min", "one": "none"}.get(way, "max"))
+            way = self._direction(key)
+            summary = "last" if key[len(self.prefix) :] in LABELS else {"lower": "min", "one": "none"}.get(way, "max")
+            self._define(run, key, summary)
             self._track_closest_to_one(key, value)
         self._pending = {**metrics, self.epoch_key: epoch}
         # W&B commits a step per log call; wait for the curves (``flush``) to log them together.
@@ -98,6 +121,11 @@ class WandbAdapter(LoggerAdapter):
             )
         for name, fig in build_figures(curves, history, epoch).items():
             payload[f"{self.prefix}figures/{name}"] = wandb.Image(figure_to_array(fig), caption=f"epoch {epoch}")
+        for score, (epochs, lines) in per_class_series(history).items():
+            key = f"{self.prefix}{PER_CLASS}{score}"
+            payload[key] = wandb.plot.line_series(
+                xs=epochs, ys=list(lines.values()), keys=list(lines), title=f"{key}: {score} per class", xname="epoch"
+            )
         for key in payload:
             self._define(run, key)
         self._pending.update(payload)

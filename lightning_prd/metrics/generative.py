@@ -5,14 +5,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+import torch
 from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
-from lightning_prd.functional.engine.inputs import same_features
+from lightning_prd.functional.engine.inputs import check_int, same_features
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.frechet import check_statistics, frechet_to_statistics
 from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
-from lightning_prd.functional.held_out import needs_test
+from lightning_prd.functional.held_out import check_held_out_test, needs_test
+from lightning_prd.functional.memorization import closest_pairs as pick_closest_pairs
+from lightning_prd.functional.memorization import nearest_real_from_pass
 from lightning_prd.functional.per_class import per_class_metrics
 from lightning_prd.functional.vendi import vendi_of
 from lightning_prd.metrics.base import FeatureMetric
@@ -94,6 +97,11 @@ class GenerativeMetrics(FeatureMetric):
             ``labels=`` (one integer class per sample); returns ``<score>_per_class`` ``[C]`` and
             ``<score>_mean`` for precision, recall, density, coverage (and the Fréchet distance with
             ``frechet``), ``classes``, ``coverage_min`` and ``lowest_coverage_class``.
+        closest_pairs: the ``n`` (generated, nearest real) pairs of smallest ratio of distance to the real
+            sample's own ``NND_1``, the likeliest copies (:func:`~lightning_prd.functional.memorization.closest_pairs`
+            on the shared pass); 0 (default) for none. Returns ``closest_fake_index``, ``closest_real_index``
+            (int64 ``[n]``, rows of the accumulated sets, in the gathered order under DDP), ``closest_ratio``,
+            ``closest_distance`` (float64 ``[n]``), and ``authenticity``.
         kwargs: see :class:`~lightning_prd.metrics.base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
@@ -147,13 +155,15 @@ class GenerativeMetrics(FeatureMetric):
         data_copying: Union[bool, Mapping[str, Any]] = False,
         fld: Union[bool, Mapping[str, Any]] = False,
         per_class: bool = False,
+        closest_pairs: int = 0,
         **kwargs: Any,
     ) -> None:
+        self.closest_pairs = check_int(closest_pairs, "closest_pairs", minimum=0)
         self.plan = make_plan(
             k_pr=k_precision_recall,
             k_dc=k_density_coverage,
             realism=realism,
-            authenticity=False,
+            authenticity=self.closest_pairs > 0,
             frechet=frechet,
             prd=prd,
             alpha_beta=alpha_beta,
@@ -233,6 +243,13 @@ class GenerativeMetrics(FeatureMetric):
         mu, sigma = check_statistics(mean, cov, "real")
         self._real_statistics = (mu, sigma, held)
 
+    def check_test_role(self, given: bool) -> None:
+        """``ValueError`` when a score of this metric needs a held-out set ``test`` (``data_copying``, ``fld``)
+        and ``given`` is False, or when ``given`` is True and none does
+        (:func:`~lightning_prd.functional.held_out.check_held_out_test`)."""
+        if not (given and needs_test(self.plan)):
+            check_held_out_test(self.plan, torch.empty(0, 0), object() if given else None)
+
     def _scores_beyond_frechet(self) -> List[str]:
         """The options of this metric that ask for a score other than the Fréchet distance."""
         plan = self.plan
@@ -254,6 +271,7 @@ class GenerativeMetrics(FeatureMetric):
             "data_copying": plan.data_copying is not None,
             "fld": plan.fld is not None,
             "per_class": self.per_class,
+            "closest_pairs": self.closest_pairs > 0,
             "error_bars": plan.error_bars is not None,
             "per_sample": plan.per_sample,
         }
@@ -286,6 +304,10 @@ class GenerativeMetrics(FeatureMetric):
         )
         if res is not None:
             self._real_cache = res.real
+        if self.closest_pairs and res is not None:
+            pairs = pick_closest_pairs(nearest_real_from_pass(res), self.closest_pairs)
+            out["closest_fake_index"], out["closest_real_index"] = pairs.fake_index, pairs.real_index
+            out["closest_ratio"], out["closest_distance"] = pairs.ratio, pairs.distance
         if self.per_class:
             plan = self.plan
             out.update(
