@@ -18,7 +18,6 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_min_samples, same_features
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import mean64
-from lightning_prd.functional.knn import threads
 from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
@@ -218,61 +217,57 @@ def run_pass(
     for k in fake_ks:
         check_min_samples(fake, k, "fake")
 
-    # one intra-op thread outside the tile passes (they run in worker threads: :mod:`.knn.threads`)
-    with threads.serial(real.device, enabled=kernel_gamma is None):
-        screens = kernel_gamma is None  # kernel sums need float tiles: no screen rows to build
-        side = (
-            real_cache
-            if real_cache is not None and real_cache.matches(real, cdt)
-            else RealSide.build(real, cdt, screens)
+    screens = kernel_gamma is None  # kernel sums need float tiles: no screen rows to build
+    side = (
+        real_cache if real_cache is not None and real_cache.matches(real, cdt) else RealSide.build(real, cdt, screens)
+    )
+    real_set = knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
+    fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes, screens=screens)
+    fake_kernel = cross_kernel = None
+    if kernel_gamma is not None:  # kernel values need float tiles (one centred copy per set)
+        real_set, fake_set = unscreened(real_set, block_bytes), unscreened(fake_set, block_bytes)
+        fake_kernel, cross_kernel = KernelSum(kernel_gamma, fake.device), KernelSum(kernel_gamma, fake.device)
+    wide = [cover[1]] if cover is not None else []
+    side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma, loose_ks=wide)
+    fake_sq_radii: Dict[int, Tensor] = {}
+    fake_bounds: Dict[int, LooseRadius] = {}
+    if fake_ks or wide or fake_kernel is not None:
+        fake_sq_radii, fake_bounds = knn.self_radii(fake_set, fake_ks, wide, block_bytes, shard, kernel=fake_kernel)
+    cover_spec = None
+    if cover is not None:
+        real_r = _radius(side.sq_radii, side.sq_radius_bounds, cover[1], block_bytes)
+        fake_r = _radius(fake_sq_radii, fake_bounds, cover[1], block_bytes)
+        cover_spec = Cover(cover[0], real_r[0], fake_r[0], real_r[1], fake_r[1])
+    if fake_values is not None:
+        fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
+    soft_sq_radii = None
+    if soft is not None:  # R = a * mean NND_k (plain distances), one radius per set
+        k, a = soft[0], soft[1]
+        soft_sq_radii = (
+            (a * float(side.sq_radii[k].sqrt().mean())) ** 2,
+            (a * float(fake_sq_radii[k].sqrt().mean())) ** 2,
         )
-        real_set = knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
-        fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes, screens=screens)
-        fake_kernel = cross_kernel = None
-        if kernel_gamma is not None:  # kernel values need float tiles (one centred copy per set)
-            real_set, fake_set = unscreened(real_set, block_bytes), unscreened(fake_set, block_bytes)
-            fake_kernel, cross_kernel = KernelSum(kernel_gamma, fake.device), KernelSum(kernel_gamma, fake.device)
-        wide = [cover[1]] if cover is not None else []
-        side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma, loose_ks=wide)
-        fake_sq_radii: Dict[int, Tensor] = {}
-        fake_bounds: Dict[int, LooseRadius] = {}
-        if fake_ks or wide or fake_kernel is not None:
-            fake_sq_radii, fake_bounds = knn.self_radii(fake_set, fake_ks, wide, block_bytes, shard, kernel=fake_kernel)
-        cover_spec = None
-        if cover is not None:
-            real_r = _radius(side.sq_radii, side.sq_radius_bounds, cover[1], block_bytes)
-            fake_r = _radius(fake_sq_radii, fake_bounds, cover[1], block_bytes)
-            cover_spec = Cover(cover[0], real_r[0], fake_r[0], real_r[1], fake_r[1])
-        if fake_values is not None:
-            fake_values = torch.as_tensor(fake_values, dtype=torch.float64, device=fake.device)
-        soft_sq_radii = None
-        if soft is not None:  # R = a * mean NND_k (plain distances), one radius per set
-            k, a = soft[0], soft[1]
-            soft_sq_radii = (
-                (a * float(side.sq_radii[k].sqrt().mean())) ** 2,
-                (a * float(fake_sq_radii[k].sqrt().mean())) ** 2,
-            )
-        cross = knn.cross_pass(
-            real_set,
-            fake_set,
-            side.sq_radii,
-            fake_sq_radii,
-            member_ks=sorted(set(member_ks)),
-            recall_ks=sorted(set(recall_ks)),
-            realism_k=realism_k,
-            nearest=nearest,
-            fake_values=fake_values,
-            value_ks=sorted(set(value_ks)),
-            cover=cover_spec,
-            soft_sq_radii=soft_sq_radii,
-            soft_nearest=soft[0] if soft is not None and soft[2] else None,
-            block_bytes=block_bytes,
-            shard=shard,
-            strict=ball == "open",
-            kernel=cross_kernel,
-            clipped=clipped,
-        )
-        sums = None
-        if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:
-            sums = KernelSums(kernel_gamma, side.kernel_sums[kernel_gamma], fake_kernel.total, cross_kernel.total)
+    cross = knn.cross_pass(
+        real_set,
+        fake_set,
+        side.sq_radii,
+        fake_sq_radii,
+        member_ks=sorted(set(member_ks)),
+        recall_ks=sorted(set(recall_ks)),
+        realism_k=realism_k,
+        nearest=nearest,
+        fake_values=fake_values,
+        value_ks=sorted(set(value_ks)),
+        cover=cover_spec,
+        soft_sq_radii=soft_sq_radii,
+        soft_nearest=soft[0] if soft is not None and soft[2] else None,
+        block_bytes=block_bytes,
+        shard=shard,
+        strict=ball == "open",
+        kernel=cross_kernel,
+        clipped=clipped,
+    )
+    sums = None
+    if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:
+        sums = KernelSums(kernel_gamma, side.kernel_sums[kernel_gamma], fake_kernel.total, cross_kernel.total)
     return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0], sums, sets, fake_values)

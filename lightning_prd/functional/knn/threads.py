@@ -37,9 +37,8 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -80,44 +79,10 @@ def workers(device: torch.device, work: int) -> int:
     asked = _requested()
     if asked is not None:
         return asked
-    threads = _outer()
+    threads = torch.get_num_threads()
     if threads < 2 or work < MIN_WORK:
         return 1
     return min(threads, MAX_WORKERS)
-
-
-def _outer() -> int:
-    """PyTorch's intra-op thread count outside :func:`serial`."""
-    outer = getattr(_state, "outer", None)
-    return int(outer) if outer is not None else torch.get_num_threads()
-
-
-@contextmanager
-def serial(device: torch.device, enabled: bool = True) -> Iterator[None]:
-    """One intra-op thread for the operations of the block that are not tile passes (checks,
-    centring, the screen rows, refinements of a few rows): small parallel regions pay a barrier
-    each, which a busy machine makes slow. The tile passes inside still get :func:`workers` from
-    the thread count outside the block, which is restored after it. Nothing changes on CUDA, with
-    one thread, inside a worker or an enclosing block, with ``LIGHTNING_PRD_TILE_THREADS=1``, or
-    when not ``enabled``."""
-    saved = torch.get_num_threads()
-    if (
-        not enabled
-        or device.type != "cpu"
-        or saved < 2
-        or inside_worker()
-        or getattr(_state, "outer", None) is not None
-        or _requested() == 1
-    ):
-        yield
-        return
-    _state.outer = saved
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        _state.outer = None
-        torch.set_num_threads(saved)
 
 
 class _Exchange:
@@ -218,7 +183,7 @@ def run(fn: Callable[[ThreadShard], T], n: int, shard: Optional[Shard] = None) -
     collective and is raised here. The intra-op thread count and the grad mode of the calling
     thread are kept."""
     saved, grad = torch.get_num_threads(), torch.is_grad_enabled()
-    intra = max(1, _outer() // n)
+    intra = max(1, saved // n)
     exchange = _Exchange(n)
     world = n * (shard.world if shard is not None else 1)
     base = n * (shard.rank if shard is not None else 0)
