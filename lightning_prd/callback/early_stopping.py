@@ -31,7 +31,11 @@ def mode_for(monitor: str) -> str:
     way = DIRECTIONS.get(name)
     if way in ("higher", "lower"):
         return "max" if way == "higher" else "min"
-    why = "is best at 1, so neither larger nor smaller is better" if way == "one" else "has no known direction"
+    why = {
+        "one": "is best at 1, so neither larger nor smaller is better",
+        "zero": "is best at 0, so neither larger nor smaller is better",
+        "none": "is a diagnostic that ranks nothing",
+    }.get(way or "", "has no known direction")
     raise ValueError(
         f"Expected argument `mode` ('max' or 'min') for monitor {monitor!r}: the score {why}; "
         f"pass `mode=` or monitor another score"

@@ -1,10 +1,10 @@
 """The columns of ``evaluate`` and ``compare``: which scores they show, in which order, which way each is
 better, how a value prints, and the per-class table of ``evaluate --real-labels/--fake-labels``.
 
-The scores of :data:`lightning_prd.runs.scores.DIRECTIONS` come first, in its order and with its
-directions; the held-out and memorization scores follow (:data:`HELD_OUT_DIRECTIONS`), two of which
-are best at 0 (``ct``, ``fld_gap``: negative means copying) and four of which are diagnostics
-that rank nothing (``ct_cells``, ``fld_train``, ``fld_nll_train``, ``fld_nll_baseline``).
+The columns are the scores of :data:`lightning_prd.runs.scores.DIRECTIONS`, in its order and with its
+directions; among the held-out and memorization scores at its end, two are best at 0 (``ct``,
+``fld_gap``: negative means copying) and four are diagnostics that rank nothing (``ct_cells``,
+``fld_train``, ``fld_nll_train``, ``fld_nll_baseline``).
 
 Example:
     >>> from lightning_prd.cli.columns import better, best, cell
@@ -18,57 +18,26 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from torch import Tensor
 
 from lightning_prd.runs.scores import DIRECTION_LABELS, DIRECTIONS, best_index, format_score
 
-#: the columns of ``--fd-infinity``, ``--data-copying`` and ``--fld``, in table order, and which way each is
-#: better: ``"zero"`` (0 is ideal) or ``"none"`` (a diagnostic, not ranked) beside the directions of DIRECTIONS
-HELD_OUT_DIRECTIONS: Dict[str, str] = {
-    "frechet_distance_infinity": "lower",
-    "ct": "zero",
-    "ct_cells": "none",
-    "authenticity_percentage": "higher",
-    "fld": "lower",
-    "fld_gap": "zero",
-    "fld_nll_test": "lower",
-    "fld_train": "none",
-    "fld_nll_train": "none",
-    "fld_nll_baseline": "none",
-}
 #: every scalar column, in table order, with its direction
-COLUMNS: Dict[str, str] = {**DIRECTIONS, **{k: v for k, v in HELD_OUT_DIRECTIONS.items() if k not in DIRECTIONS}}
-#: how the directions read in the ``better`` column
-LABELS: Dict[str, str] = {**DIRECTION_LABELS, "zero": "0 is ideal", "none": "-"}
+COLUMNS: Dict[str, str] = dict(DIRECTIONS)
 
 Value = Union[int, float]
 
 
 def better(name: str) -> str:
     """The ``better`` cell of score ``name``: ``higher``, ``lower``, ``1 is ideal``, ``0 is ideal`` or ``-``."""
-    return LABELS[COLUMNS.get(name, "higher")]
+    return DIRECTION_LABELS[COLUMNS.get(name, "higher")]
 
 
 def best(name: str, values: Sequence[float]) -> Optional[int]:
     """Index of the best finite value of ``name`` (the first on ties), None when none is finite or it ranks nothing."""
-    way = COLUMNS.get(name, "higher")
-    if name in DIRECTIONS:
-        return best_index(name, values)
-    if way in ("higher", "lower"):
-        return _best_by(values, (lambda v: -v) if way == "higher" else (lambda v: v))
-    if way == "one":
-        return _best_by(values, lambda v: abs(v - 1.0))
-    if way == "zero":
-        return _best_by(values, abs)
-    return None
-
-
-def _best_by(values: Sequence[float], key: Any) -> Optional[int]:
-    finite = [(key(float(v)), i) for i, v in enumerate(values) if math.isfinite(float(v))]
-    return min(finite)[1] if finite else None
+    return best_index(name, values)
 
 
 def cell(value: Value) -> str:

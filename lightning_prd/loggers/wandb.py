@@ -101,7 +101,8 @@ class WandbAdapter(LoggerAdapter):
         run = self.logger.experiment
         for key, value in metrics.items():
             way = self._direction(key)
-            summary = "last" if key[len(self.prefix) :] in LABELS else {"lower": "min", "one": "none"}.get(way, "max")
+            summaries = {"lower": "min", "one": "none", "zero": "last", "none": "last"}
+            summary = "last" if key[len(self.prefix) :] in LABELS else summaries.get(way, "max")
             self._define(run, key, summary)
             self._track_closest_to_one(key, value)
         self._pending = {**metrics, self.epoch_key: epoch}

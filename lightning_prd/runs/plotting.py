@@ -94,7 +94,8 @@ def plot_alpha_beta(
 
 
 def how_to_read(name: str) -> str:
-    """``higher is better``, ``lower is better`` or ``1 is ideal`` for ``name`` (:mod:`lightning_prd.runs.scores`).
+    """``higher is better``, ``lower is better``, ``1 is ideal``, ``0 is ideal`` or ``a diagnostic`` for ``name``
+    (:mod:`lightning_prd.runs.scores`).
 
     Example:
         >>> how_to_read("prd/density"), how_to_read("frechet_distance")
@@ -103,7 +104,9 @@ def how_to_read(name: str) -> str:
     from lightning_prd.runs.scores import direction_label
 
     label = direction_label(name)
-    return label if label == "1 is ideal" else f"{label} is better"
+    if label == "-":
+        return "a diagnostic"
+    return label if label.endswith("is ideal") else f"{label} is better"
 
 
 def label_indices(points: Sequence[Tuple[float, float]], max_labels: int, min_gap: float = 0.06) -> list:

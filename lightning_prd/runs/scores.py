@@ -49,10 +49,28 @@ DIRECTIONS: Dict[str, str] = {
     "top_recall": "higher",
     "top_f1": "higher",
     "cmmd": "lower",
+    # with a held-out real set: 0 is ideal for ct and fld_gap (negative: copying); "none" marks
+    # diagnostics that rank nothing
+    "frechet_distance_infinity": "lower",
+    "ct": "zero",
+    "ct_cells": "none",
+    "authenticity_percentage": "higher",
+    "fld": "lower",
+    "fld_gap": "zero",
+    "fld_nll_test": "lower",
+    "fld_train": "none",
+    "fld_nll_train": "none",
+    "fld_nll_baseline": "none",
 }
 
 #: how each direction reads in a table
-DIRECTION_LABELS: Dict[str, str] = {"higher": "higher", "lower": "lower", "one": "1 is ideal"}
+DIRECTION_LABELS: Dict[str, str] = {
+    "higher": "higher",
+    "lower": "lower",
+    "one": "1 is ideal",
+    "zero": "0 is ideal",
+    "none": "-",
+}
 
 
 def direction(name: str) -> str:
@@ -67,7 +85,8 @@ def direction(name: str) -> str:
 
 
 def direction_label(name: str) -> str:
-    """How the direction of ``name`` reads in a table: ``higher``, ``lower`` or ``1 is ideal``."""
+    """How the direction of ``name`` reads in a table: ``higher``, ``lower``, ``1 is ideal``, ``0 is ideal``
+    or ``-`` (a diagnostic)."""
     return DIRECTION_LABELS[direction(name)]
 
 
@@ -84,17 +103,20 @@ def format_score(value: float) -> str:
 def best_index(name: str, values: Sequence[float]) -> Optional[int]:
     """Index of the best finite value of score ``name`` (first one on ties), ``None`` if none is finite.
 
-    Best is the maximum for ``"higher"``, the minimum for ``"lower"`` and the value closest to 1
-    for ``"one"`` (density).
+    Best is the maximum for ``"higher"``, the minimum for ``"lower"``, the value closest to 1
+    for ``"one"`` (density) and closest to 0 for ``"zero"`` (``ct``, ``fld_gap``); a ``"none"``
+    score (a diagnostic) has no best.
     """
     way = direction(name)
+    if way == "none":
+        return None
     best: Optional[int] = None
     best_key = math.inf
     for i, value in enumerate(values):
         v = float(value)
         if not math.isfinite(v):
             continue
-        key = -v if way == "higher" else v if way == "lower" else abs(v - 1.0)
+        key = -v if way == "higher" else v if way == "lower" else abs(v) if way == "zero" else abs(v - 1.0)
         if key < best_key:
             best, best_key = i, key
     return best
