@@ -136,16 +136,12 @@ def self_radii(
             points = unscreened(points, block_bytes)
     work = n * n * points.dim // 2
     count = threads.workers(points.original.device, work) if kernel is None else 1  # kernel sums: in order
-    if count > 1:
-        found: Dict[int, Tensor] = {}
-        exact, intervals = threads.run(
-            lambda s: _self_tiles(points, ks, loose, block_bytes // count, s, None, found if s.tid == 0 else None),
+    if count > 1:  # the first thread (this one) fills ``neighbours``
+        return threads.run(
+            lambda s: _self_tiles(points, ks, loose, block_bytes // count, s, None, neighbours if s.tid == 0 else None),
             count,
             shard,
         )
-        if neighbours is not None:
-            neighbours.update(found)
-        return exact, intervals
     return _self_tiles(points, ks, loose, block_bytes, shard, kernel, neighbours)
 
 

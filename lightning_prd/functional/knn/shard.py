@@ -65,9 +65,7 @@ class Shard:
         """The ``n`` rows whose :meth:`row_share` each rank computed (``part``), on every rank."""
         if part.dtype == torch.bool:
             return self.gather_rows(part.to(torch.uint8), n).bool()
-        size = -(-n // self.world)
-        padded = part.new_zeros((size,) + tuple(part.shape[1:]))
-        padded[: part.shape[0]] = part
+        padded = pad_rows(part, -(-n // self.world))
         pieces = [torch.empty_like(padded) for _ in range(self.world)]
         dist.all_gather(pieces, padded, group=self.group)
         return torch.cat(pieces)[:n]
@@ -79,6 +77,13 @@ class Shard:
         dist.all_gather(all_v, vals.contiguous(), group=self.group)
         dist.all_gather(all_i, idx.contiguous(), group=self.group)
         return merge_topk(all_v, all_i, vals.shape[1])
+
+
+def pad_rows(part: Tensor, size: int) -> Tensor:
+    """``part`` with zero rows appended up to ``size`` rows (equal blocks for a row gather)."""
+    padded = part.new_zeros((size,) + tuple(part.shape[1:]))
+    padded[: part.shape[0]] = part
+    return padded
 
 
 def current_shard(group: Optional[Any] = None) -> Optional[Shard]:

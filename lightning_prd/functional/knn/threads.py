@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.lists import merge_topk
-from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.knn.shard import Shard, pad_rows
 
 #: At most this many worker threads (each Python-level tile step holds the interpreter lock
 #: for a few microseconds; more threads than this would queue on it).
@@ -155,12 +155,7 @@ class ThreadShard(Shard):
         size = -(-n // self.world)
 
         def fn(parts: Sequence[Tensor]) -> Tensor:
-            padded = []
-            for p in parts:
-                block = p.new_zeros((size,) + tuple(p.shape[1:]))
-                block[: p.shape[0]] = p
-                padded.append(block)
-            mine = torch.cat(padded)  # this process's threads: rows rank * threads * size onwards
+            mine = torch.cat([pad_rows(p, size) for p in parts])  # this process's threads' rows
             if self.parent is None:
                 return mine[:n]
             return self.parent.gather_rows(mine, self.parent.world * len(parts) * size)[:n]
