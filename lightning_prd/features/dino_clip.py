@@ -1,161 +1,190 @@
-"""DINOv2 and CLIP image embeddings, offline (optional adapters).
+"""The image preprocessing the DINOv2 and CLIP extractors share: Pillow's 8-bit bicubic resize on tensors.
 
-dgm-eval (Stein et al. 2023) recommends DINOv2 ViT-L/14 features for reported numbers and
-ViT-B/14 for tracking during training; Inception under-rates diffusion models. Both adapters
-here follow that package's conventions (bicubic resize, CLS embedding) and never download.
+The adapters themselves are :class:`~lightning_prd.features.dinov2.DINOv2Features` (FD_DINOv2) and
+:class:`~lightning_prd.features.clip.CLIPFeatures` (CMMD). The reference tools they follow resize
+images with Pillow (dgm-eval's DINOv2 transform, EDM2's ``resize_mode="pil"``, open_clip's transform,
+the CMMD code) on uint8 images; this module does the same computation on ``[B, C, H, W]`` uint8
+tensors (CPU or GPU, no PIL needed), equal to Pillow bit for bit:
 
-**DINOv2** (``DINOv2Features``) needs two local things, both of which ``torch.hub.load``
-would normally fetch:
+* :func:`pil_bicubic_uint8`: ``Image.resize(size, Image.BICUBIC)`` of an 8-bit image. Per axis the
+  filter weights are Pillow's ``precompute_coeffs`` (Keys kernel ``a = -0.5``, support widened by the
+  downscale factor: it antialiases when shrinking;
+  :func:`~lightning_prd.features.resize.pil_bicubic_weights`), turned into Pillow's fixed-point
+  integers ``int(w * 2**22 +- 0.5)`` (``normalize_coeffs_8bpc``); each pass sums ``pixel * weight``
+  exactly (float64 holds these integer sums exactly), adds ``2**21``, shifts right by 22 and clips to
+  0..255, as ``ImagingResampleHorizontal_8bpc`` / ``Vertical_8bpc`` do. The passes run horizontal
+  first; **Pillow 13** runs the vertical pass first when the height shrinks by more than twice as
+  many pixels as the width (``out_h < in_h`` and ``in_h - out_h > 2 (in_w - out_w)``), which moves
+  a few pixels by 1. The order of the installed Pillow is used (Pillow 13's when Pillow is absent),
+  and recorded in the extractors' ``preprocessing`` (``"pil_pass_order"``).
+* :func:`uint8_images`: images as uint8 ``[B, 3, H, W]``: uint8 as they are, float images in [0, 1]
+  quantised (:func:`~lightning_prd.features.resize.quantise`), grayscale repeated to RGB.
+* :func:`centre_square` (the CMMD code's crop) and :func:`centre_crop` / :func:`shorter_side`
+  (torchvision's ``CenterCrop`` and ``Resize(int)``, which open_clip's transform uses).
+* :func:`normalise`: ``(x / 255 - mean) / std`` in float32, the operation order of torchvision's
+  ``ToTensor`` + ``Normalize`` and of EDM2's detector.
 
-1. the hub repository code: a clone of https://github.com/facebookresearch/dinov2 at
-   ``torch.hub.get_dir()/facebookresearch_dinov2_main`` (where ``torch.hub`` caches it),
-   or anywhere else passed as ``repo_dir``;
-2. the checkpoint ``dinov2_<arch>_pretrain.pth`` (e.g. ``dinov2_vitb14_pretrain.pth``) from
-   ``https://dl.fbaipublicfiles.com/dinov2/dinov2_<arch>/dinov2_<arch>_pretrain.pth``, in
-   ``torch.hub.get_dir()/checkpoints`` or passed as ``weights``.
-
-Features: the normalised CLS token (384/768/1024/1536-D for vits14/vitb14/vitl14/vitg14);
-images resized to 224 x 224 (bicubic, antialiased), ImageNet mean/std.
-
-**CLIP** (``CLIPFeatures``) needs the ``open_clip_torch`` package and a local checkpoint
-(``weights=PATH``: an open_clip ``.bin``/``.pt``/``.safetensors`` file for ``arch``, e.g.
-``open_clip_pytorch_model.bin`` of the Hugging Face repository
-``laion/CLIP-ViT-B-32-laion2B-s34B-b79K`` for ``arch="ViT-B-32"``), or ``pretrained=TAG`` when
-that tag's files are already in the local Hugging Face cache. Features: ``encode_image``,
-the projected image embedding (512-D for ViT-B-32), images resized bicubically to the
-model's size and normalised with CLIP's statistics. (dgm-eval takes the token before the
-projection instead; the two differ by a linear map.)
+Example:
+    >>> import torch
+    >>> x = torch.tensor([[[[0, 0, 255, 255]]]], dtype=torch.uint8)
+    >>> pil_bicubic_uint8(x, (1, 2)).tolist()  # what Pillow's Image.resize((2, 1), Image.BICUBIC) gives
+    [[[[21, 234]]]]
+    >>> centre_square(torch.zeros(1, 3, 4, 7, dtype=torch.uint8)).shape[-2:]
+    torch.Size([4, 4])
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Optional, Union
+from functools import lru_cache
+from typing import Any, Dict, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-from lightning_prd.features.images import ImageExtractor, WeightsArg, load_into, load_state_dict, resolve_weights
+from lightning_prd.features.images import as_float_images
+from lightning_prd.features.resize import pil_bicubic_weights, quantise
+from lightning_prd.functional.engine.inputs import check_positive_int
 
-DINOV2_WIDTHS = {"vits14": 384, "vitb14": 768, "vitl14": 1024, "vitg14": 1536}
-DINOV2_URL = "https://dl.fbaipublicfiles.com/dinov2/dinov2_{arch}/dinov2_{arch}_pretrain.pth"
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-
-
-def default_dinov2_repo() -> Path:
-    """Where ``torch.hub`` keeps its clone of the DINOv2 repository."""
-    return Path(torch.hub.get_dir()) / "facebookresearch_dinov2_main"
+_PRECISION_BITS = 22  # Pillow's PRECISION_BITS = 32 - 8 - 2 for 8-bit images
+_CHUNK_ELEMENTS = 1 << 24  # float64 elements of one resize step (128 MiB)
 
 
-class DINOv2Features(ImageExtractor):
-    """DINOv2 CLS embeddings from a local hub repository and checkpoint (module docstring).
-
-    Args:
-        weights: checkpoint path (or state dict); None looks for ``dinov2_<arch>_pretrain.pth``
-            in torch's hub cache.
-        arch: ``"vits14"``, ``"vitb14"`` (default), ``"vitl14"`` or ``"vitg14"``.
-        repo_dir: local clone of facebookresearch/dinov2 (default: torch's hub cache).
-        random_init: random weights (tests and smoke runs only); the repository is still needed.
-        size: input size, a multiple of 14 (224).
-    """
-
-    def __init__(
-        self,
-        weights: WeightsArg = None,
-        *,
-        arch: str = "vitb14",
-        repo_dir: Union[None, str, Path] = None,
-        random_init: bool = False,
-        size: int = 224,
-    ) -> None:
-        if arch not in DINOV2_WIDTHS:
-            raise ValueError(f"Expected argument `arch` to be one of {sorted(DINOV2_WIDTHS)}, but got {arch!r}")
-        repo = Path(repo_dir).expanduser() if repo_dir is not None else default_dinov2_repo()
-        if not (repo / "hubconf.py").is_file():
-            raise FileNotFoundError(
-                f"DINOv2 needs its hub repository code, not found at {repo}: run "
-                f"`git clone https://github.com/facebookresearch/dinov2 {repo}` on a machine with network access "
-                f"(or pass repo_dir=)"
-            )
-        name = f"dinov2_{arch}"
-        source = resolve_weights(
-            weights,
-            model=f"DINOv2 {arch}",
-            filename=f"{name}_pretrain.pth",
-            url=DINOV2_URL.format(arch=arch),
-            random_init=random_init,
-        )
-        super().__init__(size, mode="bicubic")
-        self.num_features = DINOV2_WIDTHS[arch]
-        self.net = torch.hub.load(str(repo), name, source="local", pretrained=False)
-        if source is not None:
-            load_into(self.net, load_state_dict(source, f"DINOv2 {arch}"), f"DINOv2 {arch}", source)
-        self.freeze()
-
-    def embed(self, x: Tensor) -> Tensor:
-        return self.net(x)
-
-
-def _require_open_clip() -> Any:
+def pillow_major_version() -> int:
+    """The installed Pillow's major version, or 13 (the newest pass order) when Pillow is not installed."""
     try:
-        import open_clip
-    except ImportError as err:
-        raise ImportError(
-            "The CLIP extractor needs open_clip, which is not installed: pip install open_clip_torch"
-        ) from err
-    return open_clip
+        import PIL
+    except ImportError:
+        return 13
+    return int(str(PIL.__version__).split(".")[0])
 
 
-class CLIPFeatures(ImageExtractor):
-    """CLIP image embeddings through open_clip, from a local checkpoint (module docstring).
+def pil_pass_order() -> str:
+    """Which of Pillow's pass orders :func:`pil_bicubic_uint8` follows: ``"pillow>=13"`` or ``"pillow<13"``."""
+    return "pillow>=13" if pillow_major_version() >= 13 else "pillow<13"
 
-    Args:
-        weights: path to an open_clip checkpoint of ``arch``.
-        arch: open_clip model name, e.g. ``"ViT-B-32"`` or ``"ViT-L-14"``.
-        pretrained: an open_clip pretrained tag to resolve from the local Hugging Face cache
-            instead of ``weights``.
-        random_init: random weights (tests and smoke runs only).
+
+@lru_cache(maxsize=64)
+def _fixed_point_weights(in_size: int, out_size: int) -> Tensor:
+    """Pillow's ``normalize_coeffs_8bpc`` of the bicubic weights: ``int(w * 2**22 + 0.5)`` (``- 0.5`` below 0)."""
+    w = pil_bicubic_weights(in_size, out_size) * float(1 << _PRECISION_BITS)
+    return torch.where(w < 0, w - 0.5, w + 0.5).trunc()  # C's (int) cast truncates toward zero; 0 stays 0
+
+
+def _vertical_first(in_h: int, in_w: int, out_h: int, out_w: int) -> bool:
+    return pillow_major_version() >= 13 and out_h < in_h and in_h - out_h > 2 * (in_w - out_w)
+
+
+def _pass(x: Tensor, weights: Tensor, axis: int) -> Tensor:
+    """One 8-bit pass along ``axis`` (-1: width, -2: height) of float64 integer pixels, exactly as Pillow's."""
+    w = weights.to(device=x.device)
+    acc = torch.matmul(x, w.T) if axis == -1 else torch.matmul(w, x)
+    acc = torch.floor((acc + float(1 << (_PRECISION_BITS - 1))) / float(1 << _PRECISION_BITS))  # >> 22
+    return acc.clamp_(0.0, 255.0)
+
+
+def pil_bicubic_uint8(x: Tensor, size: Tuple[int, int]) -> Tensor:
+    """Pillow's ``resize((W, H), Image.BICUBIC)`` of uint8 images ``[B, C, H, W]``, bit for bit (module docstring).
+
+    Example:
+        >>> import torch
+        >>> x = torch.arange(16, dtype=torch.uint8).view(1, 1, 4, 4) * 16
+        >>> pil_bicubic_uint8(x, (2, 2))[0, 0].tolist()
+        [[47, 77], [163, 193]]
     """
-
-    def __init__(
-        self,
-        weights: Union[None, str, Path] = None,
-        *,
-        arch: str = "ViT-B-32",
-        pretrained: Optional[str] = None,
-        random_init: bool = False,
-    ) -> None:
-        given = [
-            n
-            for n, v in (("weights", weights), ("pretrained", pretrained), ("random_init", random_init))
-            if v not in (None, False)
-        ]
-        if len(given) > 1:
-            raise ValueError(
-                f"Expected one of `weights`, `pretrained` and `random_init` for CLIP, but got {' and '.join(given)}"
-            )
-        if not given:
-            raise FileNotFoundError(
-                f"CLIP {arch} weights not given (lightning_prd never downloads weights): pass weights=PATH to a local "
-                f"open_clip checkpoint of {arch} (e.g. for ViT-B-32 the file `open_clip_pytorch_model.bin` of the "
-                f"Hugging Face "
-                f"repository laion/CLIP-ViT-B-32-laion2B-s34B-b79K), or pretrained=TAG when that tag is already in the "
-                f"Hugging Face cache, or random_init=True for tests"
-            )
-        if weights is not None and not Path(weights).expanduser().is_file():
-            raise FileNotFoundError(f"CLIP weights file {str(weights)!r} does not exist")
-        open_clip = _require_open_clip()
-        tag = str(Path(weights).expanduser()) if weights is not None else pretrained
-        net = open_clip.create_model(arch, pretrained=tag)
-        size = net.visual.image_size
-        super().__init__(size if isinstance(size, int) else tuple(size), mean=CLIP_MEAN, std=CLIP_STD, mode="bicubic")
-        self.num_features = int(net.visual.output_dim)
-        self.net = net
-        self.freeze()
-
-    def embed(self, x: Tensor) -> Tensor:
-        return self.net.encode_image(x)
+    if not isinstance(x, Tensor) or x.dtype != torch.uint8 or x.ndim != 4:
+        what = f"dtype {x.dtype}, shape {tuple(x.shape)}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"Expected argument `x` to be a uint8 tensor [B, C, H, W], but got {what}")
+    out_h, out_w = check_positive_int(size[0], "size"), check_positive_int(size[1], "size")
+    in_h, in_w = int(x.shape[-2]), int(x.shape[-1])
+    if (in_h, in_w) == (out_h, out_w) or x.shape[0] == 0:
+        return x.clone() if x.shape[0] else x.new_zeros(*x.shape[:2], out_h, out_w)
+    steps = [(-1, in_w, out_w), (-2, in_h, out_h)]
+    if _vertical_first(in_h, in_w, out_h, out_w):
+        steps.reverse()
+    per_image = int(x.shape[1]) * max(in_h, out_h) * max(in_w, out_w)  # the largest of input, pass and output
+    chunk = max(1, _CHUNK_ELEMENTS // per_image)
+    outs = []
+    for part in x.split(chunk):
+        y = part.to(torch.float64)
+        for axis, n_in, n_out in steps:
+            if n_in != n_out:
+                y = _pass(y, _fixed_point_weights(n_in, n_out), axis)
+        outs.append(y.to(torch.uint8))
+    return torch.cat(outs)
 
 
-__all__ = ["CLIPFeatures", "DINOv2Features", "default_dinov2_repo"]
+def uint8_images(x: Any, quantisation: str, name: str = "images") -> Tensor:
+    """Images as uint8 ``[B, 3, H, W]``: uint8 kept, float in [0, 1] quantised by ``quantisation``, gray to RGB.
+
+    The checks and messages are :func:`~lightning_prd.features.as_float_images`'.
+
+    Example:
+        >>> import torch
+        >>> uint8_images(torch.tensor([[[0.0, 0.5, 1.0]]]), "round")[0, :, 0].tolist()
+        [[0, 128, 255], [0, 128, 255], [0, 128, 255]]
+    """
+    if not isinstance(x, Tensor):
+        x = torch.as_tensor(x)
+    if x.dtype != torch.uint8:
+        return quantise(as_float_images(x, name), quantisation)
+    as_float_images(x[:0], name)  # the shape checks, on an empty batch
+    x = x.unsqueeze(1) if x.ndim == 3 else x
+    return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
+
+
+def centre_square(x: Tensor) -> Tensor:
+    """The largest centred square, as the CMMD code crops: side ``l = min(h, w)``, top ``(h - l) // 2``, left
+    ``(w - l) // 2``."""
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    side = min(h, w)
+    top, left = (h - side) // 2, (w - side) // 2
+    return x[..., top : top + side, left : left + side]
+
+
+def shorter_side(h: int, w: int, size: int) -> Tuple[int, int]:
+    """``(H, W)`` after torchvision's ``Resize(size)``: the shorter side to ``size``, the longer to
+    ``int(size * long / short)``.
+
+    Example:
+        >>> shorter_side(300, 200, 224)
+        (336, 224)
+    """
+    if w <= h:
+        return int(size * h / w), size
+    return size, int(size * w / h)
+
+
+def centre_crop(x: Tensor, size: Tuple[int, int]) -> Tensor:
+    """torchvision's ``CenterCrop(size)`` of images at least ``size``: top ``int(round((h - H) / 2))`` (Python's
+    round, half to even), left likewise."""
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    if h < size[0] or w < size[1]:
+        raise ValueError(f"Expected images of at least {tuple(size)} to centre-crop, but got {(h, w)}")
+    top, left = int(round((h - size[0]) / 2.0)), int(round((w - size[1]) / 2.0))
+    return x[..., top : top + size[0], left : left + size[1]]
+
+
+def normalise(x: Tensor, mean: Sequence[float], std: Sequence[float]) -> Tensor:
+    """``(x / 255 - mean) / std`` of uint8 (or float 0..255) images, float32, in that operation order."""
+    x = x.to(torch.float32) / 255
+    m = torch.as_tensor(mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    s = torch.as_tensor(std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    return (x - m) / s
+
+
+def normalisation(mean: Sequence[float], std: Sequence[float]) -> Dict[str, Any]:
+    """The ``"normalisation"`` entry of an extractor's ``preprocessing``: values in [0, 1], then mean/std."""
+    return {"scale": "x / 255", "mean": [float(v) for v in mean], "std": [float(v) for v in std]}
+
+
+__all__ = [
+    "centre_crop",
+    "centre_square",
+    "normalisation",
+    "normalise",
+    "pil_bicubic_uint8",
+    "pil_pass_order",
+    "pillow_major_version",
+    "shorter_side",
+    "uint8_images",
+]
