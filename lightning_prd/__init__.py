@@ -12,6 +12,7 @@ from lightning_prd.metrics import (
     DensityCoverage,
     FrechetDistance,
     GenerativeMetrics,
+    InceptionScore,
     PRDCurve,
     PrecisionRecall,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "DensityCoverage",
     "FrechetDistance",
     "GenerativeMetrics",
+    "InceptionScore",
     "PRDCallback",
     "PRDEarlyStopping",
     "PRDCurve",

@@ -20,6 +20,7 @@ from lightning_prd.functional.fld import feature_likelihood_divergence
 from lightning_prd.functional.frechet import frechet_distance
 from lightning_prd.functional.frechet_infinity import frechet_distance_infinity
 from lightning_prd.functional.generative import generative_metrics
+from lightning_prd.functional.inception_score import inception_score
 from lightning_prd.functional.kid import kernel_inception_distance
 from lightning_prd.functional.memorization import authenticity_percentage, closest_pairs, nearest_real_neighbours
 from lightning_prd.functional.per_class import per_class_metrics, per_class_scalars
@@ -27,6 +28,7 @@ from lightning_prd.functional.pr_cover import precision_recall_cover
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
 from lightning_prd.functional.probabilistic import probabilistic_precision_recall
+from lightning_prd.functional.sfid import spatial_frechet_distance
 from lightning_prd.functional.symmetric import symmetric_precision_recall
 from lightning_prd.functional.top_pr import top_precision_recall
 from lightning_prd.functional.vendi import vendi_score
@@ -47,6 +49,7 @@ __all__ = [
     "frechet_distance",
     "frechet_distance_infinity",
     "generative_metrics",
+    "inception_score",
     "kernel_inception_distance",
     "nearest_real_neighbours",
     "pareto_front",
@@ -59,6 +62,7 @@ __all__ = [
     "precision_recall_cover",
     "probabilistic_precision_recall",
     "realism_score",
+    "spatial_frechet_distance",
     "symmetric_precision_recall",
     "top_precision_recall",
     "train_oneclass",

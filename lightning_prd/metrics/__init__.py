@@ -9,6 +9,7 @@ from lightning_prd.metrics.alpha_beta import AlphaPrecisionBetaRecall
 from lightning_prd.metrics.density_coverage import DensityCoverage
 from lightning_prd.metrics.frechet import FrechetDistance
 from lightning_prd.metrics.generative import GenerativeMetrics
+from lightning_prd.metrics.inception_score import InceptionScore
 from lightning_prd.metrics.prd import PRDCurve
 from lightning_prd.metrics.precision_recall import PrecisionRecall
 
@@ -17,6 +18,7 @@ __all__ = [
     "DensityCoverage",
     "FrechetDistance",
     "GenerativeMetrics",
+    "InceptionScore",
     "PRDCurve",
     "PrecisionRecall",
 ]

@@ -42,6 +42,8 @@ DIRECTIONS: Dict[str, str] = {
     "beta_recall": "higher",
     "authenticity": "higher",
     "frechet_distance": "lower",
+    "sfid": "lower",
+    "inception_score": "higher",
     "kid": "lower",
     "vendi": "higher",
     "vendi_real": "higher",
