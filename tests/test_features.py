@@ -255,7 +255,7 @@ def test_resolve_weights_finds_hub_cache_and_local_files(tmp_path, empty_hub):
 
 @pytest.mark.skipif(HAS_TORCHVISION, reason="checks the message shown when torchvision is missing")
 def test_missing_torchvision_names_the_extra():
-    for name in ("inception", "vgg16"):
+    for name in ("inception",):
         with pytest.raises(ImportError, match=r"lightning-prd\[images\]"):
             get_extractor(name, random_init=True)
 
@@ -291,7 +291,7 @@ def test_dinov2_from_a_local_hub_repo(tmp_path, empty_hub):
 
 
 def test_clip_errors_and_wiring(monkeypatch, tmp_path):
-    with pytest.raises(FileNotFoundError, match="open_clip_pytorch_model.bin"):
+    with pytest.raises(FileNotFoundError, match="open_clip_model.safetensors"):  # the default arch's file (CMMD's)
         get_extractor("clip")
     with pytest.raises(ValueError, match="one of"):
         get_extractor("clip", weights="a.bin", random_init=True)
@@ -299,14 +299,20 @@ def test_clip_errors_and_wiring(monkeypatch, tmp_path):
     with pytest.raises(ImportError, match="open_clip_torch"):
         get_extractor("clip", random_init=True)
 
+    class FakeVisual(nn.Module):  # open_clip's image tower: `visual(x)` is `encode_image(x)` before normalising
+        image_size, output_dim = 32, 7
+
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(3, 7)
+
+        def forward(self, x):
+            return self.proj(x.mean(dim=(2, 3)))
+
     class FakeCLIP(nn.Module):
         def __init__(self):
             super().__init__()
-            self.visual = types.SimpleNamespace(image_size=32, output_dim=7)
-            self.proj = nn.Linear(3, 7)
-
-        def encode_image(self, x):
-            return self.proj(x.mean(dim=(2, 3)))
+            self.visual = FakeVisual()
 
     calls = []
     fake_module = types.SimpleNamespace(

@@ -322,13 +322,22 @@ class Keyer:
         for path, sub in module.named_modules():
             at = f"{where}.{path}" if path else where
             compiled = type(sub).__module__.startswith("torch._dynamo")  # keyed by its `_orig_mod` submodule
-            attrs = {} if compiled else {k: v for k, v in sorted(vars(sub).items()) if not k.startswith("_")}
+            attrs = {} if compiled else {k: v for k, v in sorted(vars(sub).items()) if _keyed_attribute(k)}
             entry = [path, qualname(sub), {k: self.key(v, f"{at}.{k}") for k, v in attrs.items()}]
             hooks = [*sub._forward_pre_hooks.values(), *sub._forward_hooks.values()]
             if hooks:
                 entry.append(self.key(hooks, f"{at} (a forward hook)"))
             config.append(entry)
         return {"class": qualname(module), "weights_sha256": sha.hexdigest(), "config": config}
+
+
+#: public attributes that record provenance, not computation: the parameters' bytes key the weights, so the same
+#: tensors from two files (pytorch-fid's and torch-fidelity's FID Inception) or two ways of building share a key
+PROVENANCE_ATTRIBUTES = ("weights_sha256",)
+
+
+def _keyed_attribute(name: str) -> bool:
+    return not name.startswith("_") and name not in PROVENANCE_ATTRIBUTES
 
 
 def _cell(cell: Any) -> Any:

@@ -13,6 +13,19 @@ A feature extractor is an :class:`torch.nn.Module` that maps a batch of ``n`` sa
 * ``input_size`` (``(H, W)`` or None): the spatial size the network runs at. Images of any
   other size are resized to it inside ``forward`` (bilinear, antialiased); None for non-images.
 
+and, for the fingerprint that travels with every score (:func:`describe_extractor`):
+
+* ``name`` (str or None): what the extractor is (a registry name such as ``"fid-inception"``);
+  None reads as the class name.
+* ``weights_sha256`` (hex str or None): the SHA-256 of the weights file it loaded; None for random
+  or unknown weights.
+* ``preprocessing`` (dict or None): JSON-friendly ``resize``, ``quantisation``, ``input_size``,
+  ``normalisation`` (and what else acts before the network); None is filled in from the input
+  contract by :func:`describe_extractor`.
+
+``forward`` returns ``[n, D]`` features, or a dict of such tensors (one per output, e.g. the
+FID Inception's ``{"pool", "logits", "spatial"}``): :func:`extract_features` then returns a dict.
+
 :class:`FeatureExtractor` gives those attributes their defaults; any module or callable
 with ``num_features`` works where the package asks for an extractor (duck typing).
 :func:`extract_features` runs one over a tensor or a DataLoader in batches, without
@@ -29,7 +42,7 @@ Example:
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -49,9 +62,72 @@ class FeatureExtractor(nn.Module):
     input_dtype: Optional[torch.dtype] = None
     input_range: Optional[Tuple[float, float]] = None
     input_size: Optional[Tuple[int, int]] = None
+    name: Optional[str] = None
+    weights_sha256: Optional[str] = None
+    preprocessing: Optional[Dict[str, Any]] = None
 
     def extra_repr(self) -> str:
         return describe_contract(self)
+
+    def describe(self) -> Dict[str, Any]:
+        """``name``, ``weights_sha256`` and ``preprocessing`` of this extractor (:func:`describe_extractor`)."""
+        return describe_extractor(self)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, torch.dtype):
+        return str(value).replace("torch.", "")
+    if isinstance(value, (tuple, list)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _default_preprocessing(extractor: Any) -> Dict[str, Any]:
+    """The preprocessing an extractor that declares none implies by its input contract."""
+    size = getattr(extractor, "input_size", None)
+    if size is None:
+        return {}
+    mode, antialias = getattr(extractor, "mode", None), getattr(extractor, "antialias", None)
+    out: Dict[str, Any] = {
+        "resize": None if mode is None else f"torch-{mode}" + ("-antialias" if antialias else ""),
+        "quantisation": "none",
+        "input_size": list(size),
+    }
+    mean, std = getattr(extractor, "mean", None), getattr(extractor, "std", None)
+    if mean is not None and std is not None:
+        out["normalisation"] = {"mean": list(mean), "std": list(std)}
+    return out
+
+
+def describe_extractor(extractor: Any) -> Dict[str, Any]:
+    """What made the features, for the fingerprint: ``{"name", "weights_sha256", "preprocessing"}`` (and ``"arch"``
+    when the extractor declares one, e.g. DINOv2's ``"vitl14"``).
+
+    Works for any extractor (duck typing): ``name`` defaults to the class name, ``weights_sha256`` to
+    None, ``preprocessing`` to what the input contract implies (resize mode, no quantisation of float
+    input, ``input_size``, ``mean``/``std``) or ``{}`` for non-image extractors. Values are JSON-safe.
+
+    Example:
+        >>> describe_extractor(Identity())
+        {'name': 'identity', 'weights_sha256': None, 'preprocessing': {}}
+        >>> describe_extractor(lambda x: x)["name"]
+        'function'
+    """
+    name = getattr(extractor, "name", None)
+    if not isinstance(name, str) or not name:
+        name = type(extractor).__name__
+    sha = getattr(extractor, "weights_sha256", None)
+    pre = getattr(extractor, "preprocessing", None)
+    pre = dict(pre) if isinstance(pre, Mapping) else _default_preprocessing(extractor)
+    out = {"name": name, "weights_sha256": sha if isinstance(sha, str) else None, "preprocessing": _json_value(pre)}
+    arch = getattr(extractor, "arch", None)
+    if isinstance(arch, str) and arch:
+        out["arch"] = arch
+    return out
 
 
 def describe_contract(extractor: Any) -> str:
@@ -85,6 +161,8 @@ class Identity(FeatureExtractor):
         >>> Identity()(torch.zeros(2, 2, 2)).shape
         torch.Size([2, 4])
     """
+
+    name = "identity"
 
     def __init__(self, num_features: Optional[int] = None) -> None:
         super().__init__()
@@ -152,6 +230,40 @@ def _module_device(module: Any) -> torch.device:
     return torch.device("cpu")
 
 
+def _check_output(out: Any, n: int, widths: Dict[str, int]) -> Dict[str, Tensor]:
+    """One batch's output as ``{key: [n, D_key]}`` (key ``""`` for a plain tensor), checked against earlier batches."""
+    if isinstance(out, Tensor):
+        parts = {"": out}
+    elif isinstance(out, Mapping) and out and all(isinstance(k, str) and k for k in out):
+        parts = dict(out)
+    else:
+        raise TypeError(
+            "Expected the extractor to return a tensor [n, D] or a dict of them, "
+            f"but got {type(out).__name__}" + (" with non-string or empty keys" if isinstance(out, Mapping) else "")
+        )
+    if widths and set(parts) != set(widths):
+        raise ValueError(
+            f"Expected the extractor to return the same outputs in every batch, {sorted(widths)}, "
+            f"but got {sorted(parts)}"
+        )
+    for key, value in parts.items():
+        what = f"output {key!r}" if key else "features"
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Expected the extractor's {what} to be a tensor [n, D], but got {type(value).__name__}")
+        if value.ndim != 2 or value.shape[0] != n:
+            raise ValueError(
+                f"Expected the extractor to map a batch of {n} samples to [{n}, D] ({what}), "
+                f"but got shape {tuple(value.shape)}"
+            )
+        if key in widths and value.shape[1] != widths[key]:
+            raise ValueError(
+                f"Expected the extractor to return {widths[key]} {what} per sample in every batch, "
+                f"but got {value.shape[1]}"
+            )
+        widths[key] = value.shape[1]
+    return parts
+
+
 def extract_features(
     extractor: Any,
     data: Union[Tensor, np.ndarray, Iterable[Any]],
@@ -161,13 +273,14 @@ def extract_features(
     output_device: Union[str, torch.device] = "cpu",
     progress: bool = False,
     desc: str = "features",
-) -> Tensor:
+) -> Any:
     """Run ``extractor`` over ``data`` in batches, without gradients, and concatenate ``[n, D]``.
 
     Args:
         extractor: module or callable mapping a batch to ``[b, D]`` (e.g. from
-            :func:`~lightning_prd.features.get_extractor`). A module is put in eval mode for
-            the run and its previous mode restored afterwards.
+            :func:`~lightning_prd.features.get_extractor`), or to a dict of such tensors (one
+            per output; the keys must be the same in every batch). A module is put in eval mode
+            for the run and its previous mode restored afterwards.
         data: a tensor/array of samples (split along dim 0 into ``batch_size`` chunks), or an
             iterable of batches such as a DataLoader (a batch may be ``(x, label)``; the first
             element is used).
@@ -179,7 +292,8 @@ def extract_features(
         desc: the progress bar's label.
 
     Returns:
-        ``[n, D]`` features, in the extractor's output dtype.
+        ``[n, D]`` features (a ``Tensor``), in the extractor's output dtype; for an extractor
+        returning dicts, a dict ``{key: [n, D_key]}`` concatenated per key.
 
     Example:
         >>> import torch
@@ -187,6 +301,9 @@ def extract_features(
         >>> loader = DataLoader(TensorDataset(torch.randn(7, 5), torch.zeros(7)), batch_size=4)
         >>> tuple(extract_features(Identity(5), loader).shape)
         (7, 5)
+        >>> two = extract_features(lambda x: {"a": x, "b": x[:, :2]}, torch.randn(7, 5), batch_size=3)
+        >>> {key: tuple(value.shape) for key, value in two.items()}
+        {'a': (7, 5), 'b': (7, 2)}
     """
     if not callable(extractor):
         raise TypeError(f"Expected argument `extractor` to be callable, but got {type(extractor).__name__}")
@@ -201,8 +318,8 @@ def extract_features(
     was_training = extractor.training if isinstance(extractor, nn.Module) else None
     if was_training:
         extractor.eval()
-    chunks = []
-    width: Optional[int] = None
+    chunks: Dict[str, List[Tensor]] = {}
+    widths: Dict[str, int] = {}
     bar = tqdm(
         total=_total(data),
         desc=desc,
@@ -217,21 +334,9 @@ def extract_features(
             for batch in _batches(data, batch_size):
                 if batch.shape[0] == 0:
                     continue
-                out = extractor(batch.to(run_device))
-                if not isinstance(out, Tensor):
-                    raise TypeError(f"Expected the extractor to return a tensor [n, D], but got {type(out).__name__}")
-                if out.ndim != 2 or out.shape[0] != batch.shape[0]:
-                    raise ValueError(
-                        f"Expected the extractor to map a batch of {batch.shape[0]} samples to [{batch.shape[0]}, D], "
-                        f"but got shape {tuple(out.shape)}"
-                    )
-                if width is not None and out.shape[1] != width:
-                    raise ValueError(
-                        f"Expected the extractor to return {width} features per sample in every batch, "
-                        f"but got {out.shape[1]}"
-                    )
-                width = out.shape[1]
-                chunks.append(out.detach().to(output_device))
+                parts = _check_output(extractor(batch.to(run_device)), batch.shape[0], widths)
+                for key, value in parts.items():
+                    chunks.setdefault(key, []).append(value.detach().to(output_device))
                 bar.update(batch.shape[0])
     finally:
         bar.close()
@@ -239,4 +344,6 @@ def extract_features(
             extractor.train(True)
     if not chunks:
         raise ValueError("Expected argument `data` to hold at least one sample, but it was empty")
-    return torch.cat(chunks)
+    if set(chunks) == {""}:
+        return torch.cat(chunks[""])
+    return {key: torch.cat(values) for key, values in chunks.items()}

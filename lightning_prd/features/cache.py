@@ -12,7 +12,12 @@ through Inception) costs minutes per run. The cache stores the extracted real fe
 * the **extractor**: module and class qualname; SHA-256 of every parameter and buffer (name,
   dtype, shape, bytes), so another weights file or another dtype never hits; every
   submodule's class, public attributes and forward hooks; the input contract (``num_features``,
-  ``input_dtype``, ``input_range``, ``input_size``); the user-given ``name``. A public attribute
+  ``input_dtype``, ``input_range``, ``input_size``); the fingerprint's part of the extractor
+  (:func:`~lightning_prd.features.base.describe_extractor`: its ``name``, ``arch`` and ``preprocessing``:
+  resize, quantisation, input size, normalisation; not the weights file's ``weights_sha256``, which
+  records provenance: the tensors key the weights, so the same weights from another file hit), which a protocol's score
+  carries, so a cached file never serves another resize or quantisation even when a class keeps
+  that setting in a private attribute or a property; the user-given ``name``. A public attribute
   is keyed whatever it holds, however deeply nested: numbers, strings, enums, paths, torch
   dtypes and devices, tensors (by their bytes), NumPy arrays, scalars and random generators,
   lists, tuples, sets, dicts, modules (by their weights and attributes), classes, functions
@@ -90,6 +95,7 @@ from lightning_prd.features._cache_io import (
     rows,
     set_digest,
 )
+from lightning_prd.features.base import describe_extractor
 from lightning_prd.functional.engine.inputs import check_positive_int
 
 FORMAT = 2
@@ -133,6 +139,8 @@ def check_cacheable(extractor: Any, name: Optional[str] = None) -> Optional[nn.M
 def _module_identity(module: nn.Module, keyer: Keyer) -> Dict[str, Any]:
     out = keyer.module(module, "feature_extractor")
     out["contract"] = {k: keyer.key(getattr(module, k, None), f"feature_extractor.{k}") for k in _CONTRACT}
+    described = describe_extractor(module)  # JSON-safe: name, arch, preprocessing (the weights: by their bytes)
+    out["fingerprint"] = {k: v for k, v in described.items() if k != "weights_sha256"}
     return out
 
 

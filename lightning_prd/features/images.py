@@ -24,9 +24,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,14 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _RANGE_TOL = 1e-3
 _MODES = ("bilinear", "bicubic")
 WeightsArg = Union[None, str, "os.PathLike[str]", Mapping[str, Tensor]]
+#: the FID Inception weights (the TF graph's, in pytorch-fid's state-dict layout) under the names the tools cache
+#: them as in :func:`hub_checkpoint_dir`: pytorch-fid's, and torch-fidelity's (torchmetrics' FID, KID and IS
+#: download through torch-fidelity's ``FeatureExtractorInceptionV3``, so theirs is the same file)
+PYTORCH_FID_INCEPTION = "pt_inception-2015-12-05-6726825d.pth"
+TORCH_FIDELITY_INCEPTION = "weights-inception-2015-12-05-6726825d.pth"
+#: NVlabs' TorchScript FID Inception; clean-fid keeps it in the temporary directory (``/tmp`` on POSIX)
+NVLABS_INCEPTION = "inception-2015-12-05.pt"
+_KEYS_SHOWN = 8
 
 
 def as_float_images(x: Any, name: str = "images") -> Tensor:
@@ -238,8 +247,11 @@ def resolve_weights(
     """Find the weights of ``model`` without any download.
 
     Returns None for ``random_init``, the given state dict, the given existing file, or the
-    first of ``filename``/``also`` found in :func:`hub_checkpoint_dir`. Otherwise raises
-    ``FileNotFoundError`` saying which file to get, from where, and where to put it.
+    first of ``filename``/``also`` found in :func:`hub_checkpoint_dir` (an absolute path in
+    ``also`` is taken as it is, e.g. clean-fid's ``/tmp/inception-2015-12-05.pt``; the other
+    tools' cache names are :data:`PYTORCH_FID_INCEPTION` and :data:`TORCH_FIDELITY_INCEPTION`).
+    Otherwise raises ``FileNotFoundError`` saying which file to get, from where, and where to
+    put it. Which file a named protocol accepts is checked in :mod:`lightning_prd.protocols`.
     """
     if not isinstance(random_init, bool):
         raise ValueError(f"Expected argument `random_init` to be a bool, but got {random_init!r}")
@@ -298,13 +310,82 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
     return {(k[7:] if k.startswith("module.") else k): v for k, v in state.items()}
 
 
+def _keys(keys: Sequence[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys[:_KEYS_SHOWN])
+    return shown + (f" and {len(keys) - _KEYS_SHOWN} more" if len(keys) > _KEYS_SHOWN else "")
+
+
+def state_dict_mismatch(module: nn.Module, state: Mapping[str, Any]) -> List[str]:
+    """What keeps ``state`` from loading into ``module`` strictly: missing and unexpected keys and shape
+    mismatches, each named by key (lists truncated; tensors are never printed). Empty when it fits. A missing
+    batch-norm ``num_batches_tracked`` counter is not a mismatch: torch's loader fills it in.
+
+    Example:
+        >>> import torch
+        >>> net = nn.Linear(2, 3)
+        >>> for line in state_dict_mismatch(net, {"weight": torch.zeros(3, 4), "extra": torch.zeros(1)}):
+        ...     print(line)
+        missing keys: 'bias'
+        unexpected keys: 'extra'
+        shape mismatch: 'weight' is (3, 4) in the file, (3, 2) in the model
+    """
+    expected: Dict[str, Tensor] = dict(module.state_dict())
+    # batch norm fills a missing ``num_batches_tracked`` counter itself (older files, e.g. torch-fidelity's, lack it)
+    missing = [k for k in expected if k not in state and not k.endswith(".num_batches_tracked")]
+    unexpected = [k for k in state if k not in expected]
+    shapes = [
+        f"{k!r} is {tuple(v.shape)} in the file, {tuple(expected[k].shape)} in the model"
+        for k, v in state.items()
+        if k in expected and isinstance(v, Tensor) and tuple(v.shape) != tuple(expected[k].shape)
+    ]
+    out = []
+    if missing:
+        out.append(f"missing keys: {_keys(missing)}")
+    if unexpected:
+        out.append(f"unexpected keys: {_keys(unexpected)}")
+    if shapes:
+        more = f" and {len(shapes) - _KEYS_SHOWN} more" if len(shapes) > _KEYS_SHOWN else ""
+        out.append("shape mismatch: " + "; ".join(shapes[:_KEYS_SHOWN]) + more)
+    return out
+
+
 def load_into(module: nn.Module, state: Mapping[str, Tensor], model: str, source: Any) -> None:
-    """``module.load_state_dict(state)`` (strict), with a one-line error naming the file on a mismatch."""
+    """``module.load_state_dict(state)`` (strict); a mismatch raises ``ValueError`` naming the file and the
+    missing/unexpected keys and shape mismatches by key (:func:`state_dict_mismatch`), never tensors."""
+    where = f"{model} weights {str(source)[:200]!r}" if not isinstance(source, Mapping) else f"{model} state dict"
+    problems = state_dict_mismatch(module, state)
+    if problems:
+        raise ValueError(f"{where} do not fit the architecture: {'; '.join(problems)}")
     try:
         module.load_state_dict(state)
-    except RuntimeError as err:
-        first = " ".join(str(err).split())[:300]
-        raise ValueError(f"{model} weights {str(source)[:200]!r} do not fit the architecture: {first}") from err
+    except RuntimeError as err:  # e.g. a dtype the parameter cannot take: keep the first line only
+        first = " ".join(str(err).split("\n")[0].split())[:300]
+        raise ValueError(f"{where} do not fit the architecture: {first}") from err
+
+
+_SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Union[str, os.PathLike[str]], chunk: int = 1 << 20) -> str:
+    """The SHA-256 (hex) of a file's bytes, computed once per (path, size, modification time).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "w.bin"
+        >>> _ = f.write_bytes(b"abc")
+        >>> file_sha256(f)[:16]
+        'ba7816bf8f01cfea'
+    """
+    resolved = Path(path).expanduser().resolve()
+    stat = resolved.stat()
+    key = (str(resolved), stat.st_size, stat.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        digest = hashlib.sha256()
+        with open(resolved, "rb") as handle:
+            for piece in iter(lambda: handle.read(chunk), b""):
+                digest.update(piece)
+        _SHA_CACHE[key] = digest.hexdigest()
+    return _SHA_CACHE[key]
 
 
 def require_torchvision(model: str) -> Any:

@@ -3,10 +3,16 @@
 Built-in names (aliases in brackets), with the output width D:
 
 * ``identity`` [none, features]: :class:`~lightning_prd.features.Identity`; D of the input.
-* ``inception`` [inception_v3, inception-v3]: InceptionV3 pool3 (torchvision); 2048.
-* ``vgg16`` [vgg, vgg-16]: VGG-16 fc2 after ReLU (torchvision); 4096.
-* ``dinov2`` [dino]: DINOv2 CLS token (local hub repository); 768 for vitb14.
-* ``clip``: CLIP image embedding (open_clip); 512 for ViT-B-32.
+* ``fid-inception`` [inception-fid, fid_inception, pt_inception]: the TF-FID InceptionV3 in plain torch (pool3, the FID
+  network of torch-fidelity, pytorch-fid and clean-fid; ``resize="tf1"|"pytorch-fid"|"clean"``); 2048.
+* ``inception`` [inception_v3, inception-v3]: torchvision's ImageNet InceptionV3 pool3 (torchvision; not the FID
+  network); 2048.
+* ``vgg16`` [vgg, vgg-16]: VGG-16 fc2 after ReLU (plain torch; ``resize="antialias"|"bilinear"|"tf1"``, ``tf1`` =
+  torch-fidelity's); 4096.
+* ``vgg16-nvlabs`` [nvlabs-vgg16, vgg16_nvlabs]: NVlabs' TorchScript ``vgg16.pt`` (StyleGAN2-ADA/StyleGAN3 ``pr50k3``);
+  ``weights=PATH`` required (a TorchScript file is code: trusted files only); 4096.
+* ``dinov2`` [dino]: DINOv2 CLS token (local hub repository); 1024 for vitl14 (FD_DINOv2's default).
+* ``clip``: unit-norm CLIP image embedding (open_clip); 768 for ViT-L-14-336-quickgelu (CMMD's default).
 * ``random-cnn`` [random]: a tiny seeded random CNN, for tests and smoke runs only; 16.
 
 A name of the form ``"package.module:factory"`` imports ``factory`` from that module: a
@@ -24,14 +30,16 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 import re
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
 from torch import nn
 
 from lightning_prd.features.base import Identity
-from lightning_prd.features.images import RandomConvNet
+from lightning_prd.features.images import RandomConvNet, file_sha256
 
 Factory = Callable[..., Any]
 
@@ -57,28 +65,42 @@ def _inception(weights: Any = None, **options: Any) -> Any:
     return InceptionV3Features(weights, **options)
 
 
+def _fid_inception(weights: Any = None, **options: Any) -> Any:
+    from lightning_prd.features.fid_inception import FIDInceptionFeatures
+
+    return FIDInceptionFeatures(weights, **options)
+
+
 def _vgg16(weights: Any = None, **options: Any) -> Any:
     from lightning_prd.features.vgg import VGG16Features
 
     return VGG16Features(weights, **options)
 
 
+def _vgg16_nvlabs(weights: Any = None, **options: Any) -> Any:
+    from lightning_prd.features.vgg_nvlabs import NVlabsVGG16Features
+
+    return NVlabsVGG16Features(weights, **options)
+
+
 def _dinov2(weights: Any = None, **options: Any) -> Any:
-    from lightning_prd.features.dino_clip import DINOv2Features
+    from lightning_prd.features.dinov2 import DINOv2Features
 
     return DINOv2Features(weights, **options)
 
 
 def _clip(weights: Any = None, **options: Any) -> Any:
-    from lightning_prd.features.dino_clip import CLIPFeatures
+    from lightning_prd.features.clip import CLIPFeatures
 
     return CLIPFeatures(weights, **options)
 
 
 _REGISTRY: Dict[str, Factory] = {
     "identity": _identity,
+    "fid-inception": _fid_inception,
     "inception": _inception,
     "vgg16": _vgg16,
+    "vgg16-nvlabs": _vgg16_nvlabs,
     "dinov2": _dinov2,
     "clip": _clip,
     "random-cnn": _random_cnn,
@@ -86,12 +108,17 @@ _REGISTRY: Dict[str, Factory] = {
 _ALIASES = {
     "none": "identity",
     "features": "identity",
+    "inception-fid": "fid-inception",
+    "fid_inception": "fid-inception",
+    "pt_inception": "fid-inception",
     "inception_v3": "inception",
     "inception-v3": "inception",
     "inceptionv3": "inception",
     "vgg": "vgg16",
     "vgg-16": "vgg16",
     "vgg_16": "vgg16",
+    "nvlabs-vgg16": "vgg16-nvlabs",
+    "vgg16_nvlabs": "vgg16-nvlabs",
     "dino": "dinov2",
     "random": "random-cnn",
 }
@@ -178,6 +205,9 @@ def get_extractor(
         options: passed to the extractor's constructor (e.g. ``random_init=True``,
             ``layer="fc2"``, ``arch="vitl14"``, ``num_features=...``).
 
+    An extractor built from a weights file that declares no ``weights_sha256`` is given the file's (the run
+    fingerprint and the feature cache key read it).
+
     Raises:
         ValueError: unknown name (the message lists the known ones).
         FileNotFoundError: missing weights (the message says which file to put where).
@@ -202,7 +232,21 @@ def get_extractor(
         extractor.eval()
         if device is not None:
             extractor.to(torch.device(device))
+    _record_weights_file(extractor, weights)
     return extractor
+
+
+def _record_weights_file(extractor: Any, weights: Any) -> None:
+    """Give an extractor built from a weights file that declares no ``weights_sha256`` the file's, so the run
+    fingerprint and the feature cache name the file the features came from, however the extractor was built."""
+    if not isinstance(weights, (str, os.PathLike)) or getattr(extractor, "weights_sha256", None) is not None:
+        return
+    path = Path(weights).expanduser()
+    if path.is_file():
+        try:
+            extractor.weights_sha256 = file_sha256(path)
+        except AttributeError:  # an object that takes no attributes
+            pass
 
 
 def num_features_of(extractor: Any) -> Optional[int]:
