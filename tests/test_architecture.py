@@ -88,13 +88,16 @@ ALLOWED: Dict[str, Set[str]] = {
     "functional.knn": set(),
     "functional.engine": {"functional.knn", "functional"},  # the plan reads the families' option checks
     "functional": {"functional.engine", "functional.knn"},
-    "metrics": {"functional", "functional.engine", "functional.knn"},
+    "metrics": {"functional", "functional.engine", "functional.knn", "protocols"},
     "features": {"functional.engine"},
+    # named protocols: extractor, preprocessing, k, ball, counts; the version is read from the loaded root module
+    # (importing the root would close a circle: root -> callback -> protocols)
+    "protocols": {"features", "functional", "functional.engine"},
     "samplers": {"functional.engine"},
     "runs": set(),
     "loggers": {"runs"},
-    "callback": {"features", "functional.engine", "loggers", "metrics", "runs", "samplers"},
-    "cli": {"root", "features", "functional.engine", "functional.knn", "runs"},
+    "callback": {"features", "functional.engine", "loggers", "metrics", "protocols", "runs", "samplers"},
+    "cli": {"root", "features", "functional.engine", "functional.knn", "protocols", "runs"},
     "sweep": {"features", "functional.engine", "metrics"},
     "root": {"callback", "metrics"},
     "lightning": {"callback"},

@@ -16,15 +16,19 @@ a tensor, or ``--key``/the first tensor of a dict) holding ``[N, D]`` features, 
 PNG/JPEG images (read with Pillow, searched recursively), which needs ``--extractor``.
 With ``--extractor`` a file may also hold images ``[N, C, H, W]``. ``--real`` also takes the
 reference files of other tools, told apart by content (:mod:`lightning_prd.cli.reference`); a file
-of statistics serves ``--only frechet``. Bad input exits with status 1 and one line on stderr;
-usage errors exit with status 2. Run with ``--help``.
+of statistics serves ``--only frechet``. ``--protocol NAME`` (``fid``, ``pr50k3``, ``prdc``, ...) sets the
+extractor, its preprocessing, k, balls, the scores and the sample counts of a named protocol at once
+(:mod:`lightning_prd.cli.protocol`); ``--json`` carries a ``fingerprint`` of what made the scores. Bad input
+exits with status 1 and one line on stderr; usage errors (a flag that contradicts ``--protocol`` included)
+exit with status 2. Run with ``--help``.
 
 The folder, by file: :mod:`~lightning_prd.cli.parser` (flags and help), :mod:`~lightning_prd.cli.main`
 (the entry point), :mod:`~lightning_prd.cli.evaluate` (``evaluate`` and ``compare``),
 :mod:`~lightning_prd.cli.features` (``features``), :mod:`~lightning_prd.cli.runs` (``runs``),
 :mod:`~lightning_prd.cli.inputs` (reading ``PATH``), :mod:`~lightning_prd.cli.reference` (``--real`` files
 of other tools and ``--test``), :mod:`~lightning_prd.cli.labels` (``--real-labels``/``--fake-labels``),
-:mod:`~lightning_prd.cli.columns` (the table's columns, their directions, the per-class table) and
+:mod:`~lightning_prd.cli.columns` (the table's columns, their directions, the per-class table),
+:mod:`~lightning_prd.cli.protocol` (``--protocol``), :mod:`~lightning_prd.cli.plot` (``--plot``) and
 :mod:`~lightning_prd.cli.checks` (output paths, unknown flags). It may import every
 other folder of the package; nothing in the package imports it.
 

@@ -31,7 +31,10 @@ Value = Union[int, float]
 
 
 def better(name: str) -> str:
-    """The ``better`` cell of score ``name``: ``higher``, ``lower``, ``1 is ideal``, ``0 is ideal`` or ``-``."""
+    """The ``better`` cell of score ``name``: ``higher``, ``lower``, ``1 is ideal``, ``0 is ideal`` or ``-`` (a
+    diagnostic, and a spread such as ``inception_score_std``)."""
+    if name.endswith("_std") and name not in COLUMNS:
+        return DIRECTION_LABELS["none"]
     return DIRECTION_LABELS[COLUMNS.get(name, "higher")]
 
 

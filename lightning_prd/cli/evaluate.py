@@ -45,7 +45,19 @@ from lightning_prd.cli.evaluate_checks import (
 from lightning_prd.cli.inputs import CLIError, _check_path, _Source
 from lightning_prd.cli.labels import read_labels
 from lightning_prd.cli.parser import SCORES
+from lightning_prd.cli.plot import plot_format, write_plot
+from lightning_prd.cli.protocol import (
+    apply_protocol,
+    build_extractor,
+    describe,
+    ordered,
+    pass_scores,
+    run_fingerprint,
+    use_count,
+    warn_if_short,
+)
 from lightning_prd.cli.reference import BY_CONTENT, load_set
+from lightning_prd.protocols import Protocol, get_protocol
 
 #: one generated set's results: its scalar scores, its curves, and its per-class scores (None without labels)
 Result = Tuple[Dict[str, Any], Dict[str, np.ndarray], Optional[Dict[str, Any]]]
@@ -78,7 +90,7 @@ class _Scorer:
         self.metric = GenerativeMetrics(
             k_precision_recall=args.k_pr if knn else None,
             k_density_coverage=args.k_dc if knn else None,
-            frechet=True,
+            frechet=getattr(args, "frechet", True),
             reset_real_features=False,
             prd=prd if self.prd else False,
             alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
@@ -159,6 +171,7 @@ def _direction_rows(names: Sequence[str], results: Sequence[Tuple[str, Result]])
 
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
     return {
+        "protocol": getattr(args, "protocol", None),
         "k_precision_recall": args.k_pr,
         "k_density_coverage": args.k_dc,
         "ball": args.ball,
@@ -220,10 +233,13 @@ def _header(
         lines.append(f"test      {test.path}{_entry(test)}  {_count(test, 'T')}  (held out)")
     made_with = f"  (--real made with {real.made_with})" if real.made_with and args.extractor is None else ""
     lines.append(f"features  D = {dim}  extractor = {args.extractor or 'none (features as given)'}{made_with}")
+    if getattr(args, "protocol", None) is not None:
+        lines.append(f"protocol  {describe(get_protocol(args.protocol))}")
     if scorer.only_frechet:
         lines.append("scores    the Fréchet distance only (--only frechet)")
         return "\n".join(lines)
-    lines.append(f"k         precision/recall = {args.k_pr}  density/coverage = {args.k_dc}  balls = {args.ball}")
+    k_pr, k_dc = (k if k is not None else "-" for k in (args.k_pr, args.k_dc))
+    lines.append(f"k         precision/recall = {k_pr}  density/coverage = {k_dc}  balls = {args.ball}")
     parts = (
         ("PRD", "prd", args.no_prd, scorer.prd),
         ("alpha/beta", "alpha-beta", args.no_alpha_beta, scorer.alpha_beta),
@@ -242,56 +258,10 @@ def _write_json(path: str, payload: Dict[str, Any]) -> None:
     write_output("--json", path, lambda out: out.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n"))
 
 
-def _write_plot(path: str, results: Sequence[Tuple[str, Result]]) -> None:
-    """One PNG: PRD curves and alpha/beta curves when computed, and the (recall, precision) points."""
-    from matplotlib.figure import Figure
-
-    marker = {"prd": "prd_precision", "alpha_beta": "alphas"}
-    panels = [p for p in ("prd", "alpha_beta") if any(marker[p] in curves for _, (_, curves, _) in results)]
-    fig = Figure(figsize=(4.6 * (len(panels) + 1), 4.2), dpi=110, layout="constrained")
-    axes = fig.subplots(1, len(panels) + 1, squeeze=False)[0]
-    colours = [f"C{i % 10}" for i in range(len(results))]
-    for ax, panel in zip(axes, panels):
-        for (label, (_, c, _)), colour in zip(results, colours):
-            if panel == "prd" and "prd_precision" in c:
-                ax.plot(c["prd_recall"], c["prd_precision"], color=colour, label=label)
-            elif panel == "alpha_beta" and "alphas" in c:
-                ax.plot(c["alphas"], c["alpha_precision_curve"], color=colour, label=f"{label} α-precision")
-                ax.plot(c["alphas"], c["beta_recall_curve"], color=colour, linestyle="--", label=f"{label} β-recall")
-        if panel == "prd":
-            ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="PRD curve")
-        else:
-            ax.plot([0, 1], [0, 1], color="0.6", linewidth=1, linestyle=":")
-            ax.set(
-                xlim=(0, 1),
-                ylim=(0, 1.02),
-                xlabel="α, β",
-                ylabel="score",
-                title="α-precision (solid), β-recall (dashed)",
-            )
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small", loc="lower left" if panel == "prd" else "upper left")
-    ax = axes[-1]
-    for (label, (scores, _, _)), colour in zip(results, colours):
-        if "precision" in scores and "recall" in scores:
-            ax.scatter([scores["recall"]], [scores["precision"]], color=colour, zorder=2)
-            ax.annotate(
-                label, (scores["recall"], scores["precision"]), textcoords="offset points", xytext=(4, 4), fontsize=7
-            )
-    ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="k-NN precision / recall")
-    ax.grid(alpha=0.3)
-    write_output("--plot", path, lambda out: fig.savefig(out, format=_plot_format(out)))
-
-
-def _plot_format(out: Path) -> str:
-    """The image format of ``--plot``: its extension, PNG when it has none (written at exactly that path)."""
-    return out.suffix[1:].lower() or "png"
-
-
 def _check_outputs(args: argparse.Namespace, inputs: Sequence[Tuple[str, str]]) -> None:
     """Fail before any work when ``--json`` / ``--plot`` cannot be written or would overwrite an input
     (see :func:`lightning_prd.cli.checks.check_outputs`; missing folders are created)."""
-    check_outputs(args, inputs, _plot_format)
+    check_outputs(args, inputs, plot_format)
 
 
 def _check_inputs(paths: Sequence[Tuple[str, str]], has_extractor: bool) -> None:
@@ -314,7 +284,12 @@ def _device(text: str) -> torch.device:
     return device
 
 
-def _extractor(args: argparse.Namespace, device: torch.device) -> Any:
+def _extractor(args: argparse.Namespace, device: torch.device, protocol: Optional[Protocol] = None) -> Any:
+    if protocol is not None:
+        try:
+            return build_extractor(protocol, args, device)
+        except (ValueError, TypeError, FileNotFoundError, ImportError, AttributeError) as err:
+            raise CLIError(f"--protocol {protocol.name}: {' '.join(str(err).split())}") from err
     if args.extractor is None:
         if args.weights is not None:
             raise CLIError("--weights needs --extractor NAME (the network the weights belong to)")
@@ -334,6 +309,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     names = getattr(args, "labels", None) or [Path(p).stem or p for p in fakes]
     if len(names) != len(fakes):
         raise CLIError(f"--labels: got {len(names)} labels for {len(fakes)} --fake sets")
+    protocol = apply_protocol(args)
     check_only(args)
     check_held_out(args)
     label_paths = given_label_paths(args)
@@ -342,14 +318,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     _check_inputs(sets, args.extractor is not None)
     _check_outputs(args, [*sets, *label_paths])
     real_labels, fake_labels = (read_labels(text, flag) for flag, text in label_paths) if label_paths else (None, None)
-    extractor = _extractor(args, device)
+    extractor = _extractor(args, device, protocol)
+    use_count(args, "--real")
     real = load_set(args.real, "--real", args, extractor, device)
+    warn_if_short(protocol, real, "--real", args)
+    real.extras.pop("logits", None)  # the Inception Score is the generated set's
     only = args.only == "frechet"
-    knn = [] if only else [("--k-pr", args.k_pr), ("--k-dc", args.k_dc)]
+    knn = [] if only else [(f, k) for f, k in (("--k-pr", args.k_pr), ("--k-dc", args.k_dc)) if k is not None]
     need = "a covariance" if only else "k-NN radii"
     if real.statistics is None:
         check_sizes(real, "--real", knn, args, need=need)
     real_rows = set_labels(real_labels, "--real-labels", real, "--real", args)
+    use_count(args, "--test")
     test = load_set(args.test, "--test", args, extractor, device) if args.test is not None else None
     if test is not None:
         check_test(test, real, args)
@@ -358,9 +338,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if test is not None:
         test.features = test.features[:, :0].cpu()  # the metric holds them; keep the count
     results: List[Tuple[str, Result]] = []
-    sources = []
+    sources, fingerprints = [], []
+    use_count(args, "--fake")
     for path, name in zip(fakes, names):
         fake = load_set(path, "--fake", args, extractor, device)
+        warn_if_short(protocol, fake, "--fake", args)
         if (fake.picked or real.picked) and fake.key == real.key and Path(path).resolve() == Path(args.real).resolve():
             raise CLIError(
                 f"--fake {path}: the same entry {fake.key!r} as --real, taken as the first of several in the file; "
@@ -370,7 +352,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
             )
-        check_sizes(fake, "--fake", [] if only else [("--k-pr", args.k_pr)], args, need=need)
+        check_sizes(fake, "--fake", knn[:1] if knn and knn[0][0] == "--k-pr" else [], args, need=need)
         clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
         if scorer.prd and args.prd_clusters > clustered:
             raise CLIError(
@@ -387,9 +369,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
             result = scorer(fake.features, fake_rows)
         except ValueError as err:
             raise CLIError(f"cannot score --fake {path}: {core_error(err)}") from err
+        if not only:
+            result[0].update(pass_scores(real, fake))  # sFID, Inception Score: the same network pass
         fake.features = fake.features[:, :0].cpu()  # keep the count, free the memory
-        results.append((name, result))
+        results.append((name, (ordered(result[0], list(SCORES)), result[1], result[2])))
         sources.append(fake)
+        fingerprints.append(run_fingerprint(extractor, protocol, real, fake, args))
+    real.extras = {}
 
     evaluate = args.command == "evaluate"
     print(_header(real, sources[0] if evaluate else None, dim, args, scorer, test))
@@ -420,19 +406,20 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "test": test.describe() if test is not None else None,
             "num_features": dim,
             "settings": _settings(args, scorer, device),
+            "protocol": protocol.describe() if protocol is not None else None,
         }
         if evaluate:
             scores, _, per_class = results[0][1]
-            payload.update(fake=sources[0].describe(), scores=scores)
+            payload.update(fake=sources[0].describe(), scores=scores, fingerprint=fingerprints[0])
             if per_class is not None and real_labels is not None and fake_labels is not None:
                 labels = {"real_labels": real_labels.describe(), "fake_labels": fake_labels.describe()}
                 payload["per_class"] = {**labels, **per_class}
         else:
             payload["results"] = [
-                {"label": name, **src.describe(), "scores": scores}
-                for (name, (scores, _, _)), src in zip(results, sources)
+                {"label": name, **src.describe(), "scores": scores, "fingerprint": fp}
+                for (name, (scores, _, _)), src, fp in zip(results, sources, fingerprints)
             ]
         _write_json(args.json, payload)
     if args.plot:
-        _write_plot(args.plot, results)
+        write_plot(args.plot, results)
     return 0

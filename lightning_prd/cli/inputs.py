@@ -12,7 +12,7 @@ import re
 import struct
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
@@ -186,6 +186,7 @@ class _Source:
     layout: Optional[str] = None  # the file's layout (ReferenceSet.source) when read by content
     made_with: Optional[str] = None  # the extractor the file names
     statistics: Optional[Tuple[Tensor, Tensor]] = None  # float64 mean [D] and covariance [D, D]
+    extras: Dict[str, Tensor] = field(default_factory=dict)  # an extractor's other outputs (logits, spatial)
 
     @property
     def num(self) -> int:
@@ -295,14 +296,17 @@ def load_set(
         batches = _Counted(
             _image_batches(kept, args.batch_size, getattr(extractor, "input_size", None), path, flag), len(kept)
         )
-        feats = _extract(
-            extractor, batches, flag, path_text, device=device, progress=progress, desc=f"{flag[2:]} images"
+        feats, extras = split_outputs(
+            _extract(extractor, batches, flag, path_text, device=device, progress=progress, desc=f"{flag[2:]} images"),
+            flag,
+            path_text,
         )
         return _Source(
             features=_as_float_features(feats, flag, path_text, extracted=True),
             path=str(path),
             kind="images",
             total=len(files),
+            extras=extras,
         )
     if array is None:
         array = read_file(path, path_text, flag, *key_of(args, flag))
@@ -322,16 +326,21 @@ def load_set(
     rows = _subsample_rows(total, args.num_samples, args.seed)
     if rows is not None:
         data = data[rows]
+    extras = {}
     if extractor is not None:
-        feats = _extract(
-            extractor,
-            data,
+        feats, extras = split_outputs(
+            _extract(
+                extractor,
+                data,
+                flag,
+                where,
+                batch_size=args.batch_size,
+                device=device,
+                progress=progress,
+                desc=flag[2:],
+            ),
             flag,
             where,
-            batch_size=args.batch_size,
-            device=device,
-            progress=progress,
-            desc=flag[2:],
         )
     else:
         if data.ndim != 2:
@@ -347,11 +356,13 @@ def load_set(
         total=total,
         key=array.name,
         picked=array.picked,
+        extras=extras,
     )
 
 
-def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> Tensor:
-    """:func:`~lightning_prd.features.extract_features`, with errors naming the input."""
+def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> Any:
+    """:func:`~lightning_prd.features.extract_features`, with errors naming the input (a tensor, or the dict of
+    an extractor with several outputs: :func:`split_outputs`)."""
     from lightning_prd.features import extract_features
 
     try:
@@ -362,6 +373,24 @@ def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> 
         raise CLIError(
             f"{flag} {path}: the extractor failed on these samples: {' '.join(str(err).split())[:400]}"
         ) from err
+
+
+#: the output of a several-output extractor that the scores are computed on (the FID Inception's pool features)
+MAIN_OUTPUT = "pool"
+
+
+def split_outputs(feats: Any, flag: str, where: str) -> Tuple[Tensor, Dict[str, Tensor]]:
+    """``(features, other outputs)`` of what an extractor returned: a tensor has no other outputs; a dict gives
+    its ``"pool"`` entry as the features and the rest (``logits``, ``spatial``) as extras."""
+    if isinstance(feats, Tensor):
+        return feats, {}
+    if MAIN_OUTPUT not in feats:
+        raise CLIError(
+            f"{flag} {where}: the extractor returned the outputs {sorted(feats)}, none named {MAIN_OUTPUT!r} "
+            "(the features the scores are computed on)"
+        )
+    extras = {k: v for k, v in feats.items() if k != MAIN_OUTPUT}
+    return feats[MAIN_OUTPUT], extras
 
 
 def _as_float_features(feats: Tensor, flag: str, where: str, *, extracted: bool) -> Tensor:

@@ -1,5 +1,5 @@
 """``main``: the entry point of the ``lightning-prd`` console script (exit status 0 ok, 1 bad input,
-2 usage error; bad input is reported as one line on stderr)."""
+2 usage error, a flag that contradicts ``--protocol`` included; errors are reported as one line on stderr)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from lightning_prd.cli.evaluate import run_evaluate
 from lightning_prd.cli.features import run_features
 from lightning_prd.cli.inputs import CLIError
 from lightning_prd.cli.parser import PROG, build_parser
+from lightning_prd.cli.protocol import UsageError
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -43,6 +44,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except UsageError as err:  # flags that contradict each other (--protocol): a usage error
+        if args.debug:
+            raise
+        print(f"{PROG} {args.command}: error: {' '.join(str(err).split())} (see --help)", file=sys.stderr)
+        return 2
     except Exception as err:  # noqa: BLE001 - bad input is reported as one line, not a traceback
         if args.debug:
             raise

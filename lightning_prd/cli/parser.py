@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from lightning_prd import __version__
 from lightning_prd.cli.columns import COLUMNS
+from lightning_prd.cli.protocol import Recorded, RecordedBool, RecordedTrue, add_protocol_argument, protocols_epilog
 from lightning_prd.cli.runs import add_runs_parser
 from lightning_prd.functional.engine.inputs import MAX_SEED
 
@@ -93,6 +94,8 @@ scores (the table, and --json):
   --no-prd / --no-alpha-beta. The PRD clustering subsamples the larger set to the
   smaller one's size (seeded by --seed).
 
+{{protocols}}
+
 extractors (--extractor): {{extractors}}, or 'module:callable'
   Pretrained networks never download: pass --weights FILE, or put the file in torch's
   hub cache ($TORCH_HOME/hub/checkpoints, default ~/.cache/torch/hub/checkpoints):
@@ -105,6 +108,8 @@ extractors (--extractor): {{extractors}}, or 'module:callable'
 
 examples:
   {PROG} evaluate --real real.npy --fake fake.npy
+  {PROG} evaluate --protocol fid --real data/train_images --fake samples/ \\
+      --weights ~/weights/pt_inception-2015-12-05-6726825d.pth --json fid.json
   {PROG} evaluate --real feats.npz --real-key real --fake feats.npz --fake-key fake --json out.json
   {PROG} evaluate --real data/train_images --fake samples/ --extractor inception \\
       --weights ~/weights/inception_v3_google-0cc3c7bd.pth --device cuda --plot prd.png
@@ -180,24 +185,30 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument(
         "--only",
         choices=("frechet",),
+        action=Recorded,
         help="score the Frechet distance alone (what a --real of statistics, a mean and covariance, serves)",
     )
     p.add_argument("--fake-key", metavar="KEY", help="--key for the --fake file(s) only")
     p.add_argument("--json", metavar="OUT", help="write every scalar score and the settings to this JSON file")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG with the PRD and alpha/beta curves (when available)")
-    p.add_argument("--k-pr", type=_positive_int, default=3, metavar="K", help="k of precision/recall (default: 3)")
-    p.add_argument(
-        "--k-dc", type=_positive_int, default=5, metavar="K", help="k of density/coverage and beta-recall (default: 5)"
-    )
+    add_protocol_argument(p)
+    k_help = "k of precision/recall (default: 3)"
+    p.add_argument("--k-pr", type=_positive_int, default=3, metavar="K", action=Recorded, help=k_help)
+    k_help = "k of density/coverage and beta-recall (default: 5)"
+    p.add_argument("--k-dc", type=_positive_int, default=5, metavar="K", action=Recorded, help=k_help)
     p.add_argument(
         "--ball",
         choices=("closed", "open"),
         default="closed",
+        action=Recorded,
         help="k-NN balls of precision, recall, density and coverage: closed (d <= r, default) or open "
         "(d < r, as the prdc package: use it to compare with numbers published with prdc)",
     )
     p.add_argument(
-        "--extractor", metavar="NAME", help="feature extractor for images: a registered name or module:callable"
+        "--extractor",
+        metavar="NAME",
+        action=Recorded,
+        help="feature extractor for images: a registered name or module:callable",
     )
     p.add_argument("--weights", metavar="FILE", help="local weights file of the extractor (never downloaded)")
     p.add_argument(
@@ -210,6 +221,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         "--num-samples",
         type=_positive_int,
         metavar="N",
+        action=Recorded,
         help="subsample each set (--real, --fake, --test; labels alike) to at most N samples, without replacement",
     )
     p.add_argument(
@@ -219,17 +231,17 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         metavar="S",
         help="seed of subsampling, PRD clustering, KID, FD-infinity, C_T and FLD, 0 to 2**63 - 1 (default: 0)",
     )
-    p.add_argument("--no-prd", action="store_true", help="skip the PRD curve and F_8 / F_1/8")
-    p.add_argument("--no-alpha-beta", action="store_true", help="skip alpha-precision, beta-recall and authenticity")
+    p.add_argument("--no-prd", action=RecordedTrue, help="skip the PRD curve and F_8 / F_1/8")
+    p.add_argument("--no-alpha-beta", action=RecordedTrue, help="skip alpha-precision, beta-recall and authenticity")
     p.add_argument(
         "--probabilistic",
-        action=argparse.BooleanOptionalAction,
+        action=RecordedBool,
         default=True,
         help="probabilistic precision and recall (p_precision, p_recall; default: on)",
     )
     p.add_argument(
         "--pr-cover",
-        action=argparse.BooleanOptionalAction,
+        action=RecordedBool,
         default=True,
         help="precision cover and recall cover (precision_cover, recall_cover; default: on)",
     )
@@ -256,7 +268,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     )
     p.add_argument(
         "--cmmd",
-        action="store_true",
+        action=RecordedTrue,
         help="add CMMD (Gaussian-kernel MMD; its sigma = 10 is calibrated for unit-norm CLIP embeddings)",
     )
     p.add_argument(
@@ -384,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``lightning-prd`` argument parser (subcommands ``evaluate``, ``compare`` and ``runs``)."""
     from lightning_prd.features import available_extractors
 
-    epilog = EPILOG.replace("{extractors}", ", ".join(available_extractors()))
+    epilog = EPILOG.replace("{extractors}", ", ".join(available_extractors())).replace(
+        "{protocols}", protocols_epilog()
+    )
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(
         prog=PROG,

@@ -52,6 +52,7 @@ from lightning_prd.cli.inputs import (
     key_of,
     progress_on,
     read_file,
+    split_outputs,
 )
 from lightning_prd.cli.inputs import load_set as load_plain
 from lightning_prd.features.reference_files import NAMED_LAYOUTS, ReferenceSet, read_reference
@@ -277,15 +278,19 @@ def _embedded(
         )
     rows = _subsample_rows(int(images.shape[0]), args.num_samples, args.seed)
     kept = images if rows is None else images[rows]
-    feats = _extract(
-        extractor,
-        kept.permute(0, 3, 1, 2).contiguous(),  # channels first, laid out as an image folder's batches are
+    feats, extras = split_outputs(
+        _extract(
+            extractor,
+            kept.permute(0, 3, 1, 2).contiguous(),  # channels first, laid out as an image folder's batches are
+            flag,
+            where,
+            batch_size=args.batch_size,
+            device=device,
+            progress=progress_on(args),
+            desc=f"{flag[2:]} images",
+        ),
         flag,
         where,
-        batch_size=args.batch_size,
-        device=device,
-        progress=progress_on(args),
-        desc=f"{flag[2:]} images",
     )
     return _Source(
         features=_as_float_features(feats, flag, where, extracted=True),
@@ -294,6 +299,7 @@ def _embedded(
         total=int(images.shape[0]),
         key=ref.entry,
         layout=ref.source,
+        extras=extras,
     )
 
 

@@ -32,11 +32,12 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from lightning_prd import __version__
 from lightning_prd.cli.checks import check_outputs, write_output
 from lightning_prd.cli.inputs import CLIError
+from lightning_prd.protocols import FINGERPRINT_KEYS, fingerprint_differences
 from lightning_prd.runs.reader import PANEL_SCORES, Run, RunsError, contains, is_run_file, load_runs, score_order
 from lightning_prd.runs.scores import format_score
 
@@ -49,6 +50,15 @@ runs:
   epoch logged twice keeps its last value). W&B offline runs (wandb/offline-run-*) are not
   read: wandb's Python API reads runs from a W&B server only; log with a CSVLogger next to the
   WandbLogger.
+
+fingerprints:
+  PRDCallback logs once per fit how its scores were made: protocol, extractor, SHA-256 of the
+  weights file, resize, quantisation, input size, dtype, real (N) and generated (M) sample
+  counts, k, ball, package version (TensorBoard: the text PREFIXfingerprint; CSV: fingerprint.json
+  beside metrics.csv). Below the table, one line per run shows it, compact; --json holds it
+  whole. When the runs' fingerprints differ (the version aside), a warning on stderr names each
+  differing field with its values and runs: their scores are not comparable. A run without a
+  fingerprint among runs with one is named in a warning too.
 
 damaged event files:
   Every event file is checked whole first (the framing and CRC32C checksums of its records).
@@ -190,6 +200,90 @@ LEGEND = (
 )
 
 
+#: the fields of the compact fingerprint line: (label, key)
+COMPACT = (
+    ("protocol", "protocol"),
+    ("extractor", "extractor"),
+    ("weights", "weights_sha256"),
+    ("resize", "resize"),
+    ("quantisation", "quantisation"),
+    ("N", "num_real"),
+    ("M", "num_fake"),
+    ("k", "k"),
+    ("ball", "ball"),
+)
+
+
+def compact_fingerprint(fingerprint: Optional[Mapping[str, Any]]) -> str:
+    """One line: protocol, extractor, the first 12 hex digits of the weights' SHA-256, resize, quantisation,
+    real and generated counts (N, M), k and ball; ``-`` for a field not set.
+
+    Example:
+        >>> compact_fingerprint({"protocol": "pr50k3", "extractor": "vgg16-nvlabs", "weights_sha256": "ab" * 32,
+        ...                      "resize": None, "num_real": 50, "num_fake": 50, "k": 3, "ball": "closed"})
+        'protocol=pr50k3 extractor=vgg16-nvlabs weights=abababababab resize=- quantisation=- N=50 M=50 k=3 ball=closed'
+        >>> compact_fingerprint(None)
+        'no fingerprint logged'
+    """
+    if fingerprint is None:
+        return "no fingerprint logged"
+    cells = []
+    for label, key in COMPACT:
+        value = fingerprint.get(key)
+        if key == "weights_sha256" and isinstance(value, str):
+            value = value[:12]
+        cells.append(f"{label}={'-' if value is None else value}")
+    return " ".join(cells)
+
+
+def fingerprint_table(runs: Sequence[Run]) -> Dict[str, Dict[str, Any]]:
+    """The fields in which the runs' fingerprints differ (:func:`~lightning_prd.protocols.fingerprint_differences`:
+    the version aside), in the fingerprint's order, each as ``{run label: value}`` over the runs that logged one."""
+    logged = [r for r in runs if r.fingerprint is not None]
+    keys: Dict[str, None] = {}
+    for r in logged[1:]:
+        keys.update(dict.fromkeys(fingerprint_differences(logged[0].fingerprint or {}, r.fingerprint or {})))
+    order = sorted(
+        keys, key=lambda k: (FINGERPRINT_KEYS.index(k) if k in FINGERPRINT_KEYS else len(FINGERPRINT_KEYS), k)
+    )
+    return {key: {r.label: (r.fingerprint or {}).get(key) for r in logged} for key in order}
+
+
+def _shown(key: str, value: Any) -> str:
+    if key == "weights_sha256" and isinstance(value, str):
+        return value[:12]
+    return json.dumps(value)
+
+
+def fingerprint_warnings(runs: Sequence[Run]) -> List[str]:
+    """The warnings of a comparison: fields whose values differ between runs, and runs without a fingerprint.
+
+    Example:
+        >>> from lightning_prd.runs.reader import Run
+        >>> a = Run("a", "a", "csv", [], fingerprint={"resize": "tf1", "k": 3, "version": "1"})
+        >>> b = Run("b", "b", "csv", [], fingerprint={"resize": "clean", "k": 3, "version": "2"})
+        >>> print(fingerprint_warnings([a, b])[0])
+        the runs' fingerprints differ: resize ("tf1": a; "clean": b); their scores are not comparable
+    """
+    out = []
+    differing = fingerprint_table(runs)
+    if differing:
+        parts = []
+        for key, per_run in differing.items():
+            values: Dict[str, List[str]] = {}
+            for label, value in per_run.items():
+                values.setdefault(_shown(key, value), []).append(label)
+            parts.append(f"{key} (" + "; ".join(f"{v}: {', '.join(labels)}" for v, labels in values.items()) + ")")
+        out.append(f"the runs' fingerprints differ: {', '.join(parts)}; their scores are not comparable")
+    missing = [r.label for r in runs if r.fingerprint is None]
+    if missing and len(missing) < len(runs):
+        out.append(
+            f"{', '.join(missing)} logged no fingerprint: whether their scores were made like the others' "
+            "cannot be checked"
+        )
+    return out
+
+
 def _check_outputs(args: argparse.Namespace, runs: Sequence[Run], found: Sequence[str]) -> None:
     """Refuse outputs that are a directory, the same file twice, any file read (by identity: hard
     links and symbolic links too), anything inside a run directory found (``found``), or a file
@@ -252,12 +346,20 @@ def run_command(args: argparse.Namespace) -> int:
         print(textwrap.fill(note, width=100, break_on_hyphens=False))
     if not all(row.startswith(r.label) for row, r in zip(table.splitlines()[3:], runs)):
         print("run labels are shortened to fit; --json holds them whole")
+    if any(r.fingerprint is not None for r in runs):
+        print("\nfingerprints:")
+        width = max(len(r.label) for r in runs)
+        for r in runs:
+            print(f"  {r.label.ljust(width)}  {compact_fingerprint(r.fingerprint)}")
+    for message in fingerprint_warnings(runs):
+        warn(message)
     if args.json:
         payload = {
             "command": "runs",
             "version": __version__,
             "prefix": args.prefix,
             "table_scores": names,
+            "fingerprint_differences": fingerprint_table(runs),
             "runs": [
                 {
                     "label": r.label,
@@ -265,6 +367,7 @@ def run_command(args: argparse.Namespace) -> int:
                     "source": r.source,
                     "files": r.files,
                     "warnings": r.warnings,
+                    "fingerprint": r.fingerprint,
                     "scores": r.summary(),
                     "history": {n: [[e, v] for e, v in r.scores[n]] for n in score_order(r.scores)},
                 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
@@ -102,6 +103,17 @@ class GenerativeMetrics(FeatureMetric):
             on the shared pass); 0 (default) for none. Returns ``closest_fake_index``, ``closest_real_index``
             (int64 ``[n]``, rows of the accumulated sets, in the gathered order under DDP), ``closest_ratio``,
             ``closest_distance`` (float64 ``[n]``), and ``authenticity``.
+        protocol: a named protocol (:mod:`lightning_prd.protocols`: ``"fid"``, ``"pr50k3"``, ``"prdc"``, ...) or
+            None. It sets the options that act on features: ``k_precision_recall``, ``k_density_coverage``,
+            ``ball``, and which families run (its scores on; ``prd``, ``alpha_beta``, ``probabilistic``,
+            ``pr_cover`` and, where it does not report them, ``frechet`` and ``cmmd`` off); the options it does not
+            name (``kid``, ``vendi``, ...) stay as given. An argument counts as explicit when its value differs
+            from this signature's default; an explicit value that contradicts the protocol raises ``ValueError``
+            naming the argument, its value, the protocol and the protocol's value (a value at its default takes
+            the protocol's, so a LightningCLI YAML that writes out every default still works). The extractor and
+            sample counts are the caller's (the callback's and ``lightning-prd evaluate``'s ``protocol``); the
+            Inception Score and sFID of the ``"fid"`` protocols come from the Inception logits and spatial
+            features, not from this metric.
         kwargs: see :class:`~lightning_prd.metrics.base.FeatureMetric`.
 
     ``compute()`` returns the plain names: ``precision``, ``recall``, ``density``,
@@ -156,27 +168,45 @@ class GenerativeMetrics(FeatureMetric):
         fld: Union[bool, Mapping[str, Any]] = False,
         per_class: bool = False,
         closest_pairs: int = 0,
+        protocol: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         self.closest_pairs = check_int(closest_pairs, "closest_pairs", minimum=0)
-        self.plan = make_plan(
-            k_pr=k_precision_recall,
-            k_dc=k_density_coverage,
-            realism=realism,
-            authenticity=self.closest_pairs > 0,
+        acts: Dict[str, Any] = dict(
+            k_precision_recall=k_precision_recall,
+            k_density_coverage=k_density_coverage,
             frechet=frechet,
             prd=prd,
             alpha_beta=alpha_beta,
+            ball=ball,
+            probabilistic=probabilistic,
+            pr_cover=pr_cover,
+            cmmd=cmmd,
+        )
+        self.protocol: Optional[str] = None
+        if protocol is not None:
+            from lightning_prd.protocols import get_protocol, resolve_arguments
+
+            self.protocol = get_protocol(protocol).name
+            acts = resolve_arguments(protocol, acts, _signature_defaults())
+        self.plan = make_plan(
+            k_pr=acts["k_precision_recall"],
+            k_dc=acts["k_density_coverage"],
+            realism=realism,
+            authenticity=self.closest_pairs > 0,
+            frechet=acts["frechet"],
+            prd=acts["prd"],
+            alpha_beta=acts["alpha_beta"],
             error_bars=error_bars,
             per_sample=per_sample,
             names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
             kid=kid,
             vendi=vendi,
             top_pr=top_pr,
-            ball=ball,
-            probabilistic=probabilistic,
-            pr_cover=pr_cover,
-            cmmd=cmmd,
+            ball=acts["ball"],
+            probabilistic=acts["probabilistic"],
+            pr_cover=acts["pr_cover"],
+            cmmd=acts["cmmd"],
             clipped=clipped,
             symmetric=symmetric,
             fd_infinity=fd_infinity,
@@ -363,3 +393,9 @@ class GenerativeMetrics(FeatureMetric):
             self._vendi_real = None
             self._real_statistics = None
         super().reset()
+
+
+def _signature_defaults() -> Dict[str, Any]:
+    """The defaults of :class:`GenerativeMetrics`' arguments: a value equal to one is not explicit."""
+    params = inspect.signature(GenerativeMetrics.__init__).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}

@@ -1,0 +1,140 @@
+"""The fingerprint that travels with every score: what made the features, and what acted on them.
+
+A fingerprint is a flat, JSON-safe dict with the keys :data:`FINGERPRINT_KEYS`:
+
+* ``protocol``: the protocol's name, or None;
+* ``extractor``: the extractor's ``name`` (its class name when it sets none; ``"identity"`` for features used
+  as given), ``arch``: its architecture when it declares one (DINOv2's ``"vitl14"``, CLIP's model name),
+  ``weights_sha256``: the SHA-256 of its weights file (None: random or unknown weights);
+* ``resize``, ``quantisation``, ``input_size``: from the extractor's ``preprocessing``
+  (:func:`lightning_prd.features.base.describe_extractor`);
+* ``dtype``: the dtype the scores were computed in (e.g. of the k-NN distances);
+* ``num_real``, ``num_fake``: the sample counts; ``k`` (of precision/recall), ``k_density_coverage``, ``ball``: of
+  the k-NN scores (the protocol's when not given); ``version``: the package's version.
+
+Two scores are comparable when their fingerprints agree (:func:`fingerprint_differences`).
+
+Example:
+    >>> from lightning_prd.features import Identity
+    >>> fp = fingerprint(Identity(), num_real=100, num_fake=50, k=3, ball="closed")
+    >>> fp["extractor"], fp["weights_sha256"], fp["num_real"], fp["k"]
+    ('identity', None, 100, 3)
+    >>> fingerprint_differences(fp, dict(fp, k=5, version="0.0.0"))
+    {'k': (3, 5)}
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from lightning_prd.features.base import describe_extractor
+from lightning_prd.protocols.table import get_protocol
+
+FINGERPRINT_KEYS = (
+    "protocol",
+    "extractor",
+    "arch",
+    "weights_sha256",
+    "resize",
+    "quantisation",
+    "input_size",
+    "dtype",
+    "num_real",
+    "num_fake",
+    "k",
+    "k_density_coverage",
+    "ball",
+    "version",
+)
+#: keys :func:`fingerprint_differences` skips by default: the package version alone does not change features
+IGNORED_BY_DEFAULT = ("version",)
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, torch.dtype):
+        return str(value).replace("torch.", "")
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _version() -> Optional[str]:
+    root = sys.modules.get("lightning_prd")  # read, not imported: the root imports the callback, which imports us
+    version = getattr(root, "__version__", None)
+    return str(version) if version is not None else None
+
+
+def _dtype_of(extractor: Any) -> Optional[str]:
+    if isinstance(extractor, torch.nn.Module):
+        for tensor in extractor.parameters():
+            return _json(tensor.dtype)
+    return None
+
+
+def fingerprint(
+    extractor: Any = None,
+    *,
+    protocol: Any = None,
+    num_real: Optional[int] = None,
+    num_fake: Optional[int] = None,
+    k: Optional[int] = None,
+    ball: Optional[str] = None,
+    dtype: Any = None,
+    k_density_coverage: Optional[int] = None,
+) -> Dict[str, Any]:
+    """The fingerprint of scores computed from ``extractor``'s features (module docstring).
+
+    Args:
+        extractor: the feature extractor (any module or callable); None: features used as given, or the
+            protocol's extractor when ``protocol`` names one.
+        protocol: a protocol name or :class:`~lightning_prd.protocols.Protocol`, or None.
+        num_real, num_fake: the sample counts the scores saw.
+        k, ball: of the k-NN scores; None takes the protocol's.
+        k_density_coverage: k of density/coverage, when those ran.
+        dtype: the compute dtype (``torch.dtype`` or its name); None: the extractor's parameter dtype.
+    """
+    p = get_protocol(protocol) if protocol is not None else None
+    if extractor is None:
+        described: Dict[str, Any] = {"name": (p.extractor if p is not None else None) or "identity"}
+        described["preprocessing"] = dict(p.extractor_options) if p is not None else {}
+        described["weights_sha256"] = None
+    else:
+        described = describe_extractor(extractor)
+    pre = described.get("preprocessing") or {}
+    quantisation = pre.get("quantisation", p.quantisation if p is not None else None)
+    return {
+        "protocol": p.name if p is not None else None,
+        "extractor": _json(described["name"]),
+        "arch": _json(described.get("arch")),
+        "weights_sha256": _json(described.get("weights_sha256")),
+        "resize": _json(pre.get("resize")),
+        "quantisation": _json(quantisation),
+        "input_size": _json(pre.get("input_size")),
+        "dtype": _json(dtype) if dtype is not None else _dtype_of(extractor),
+        "num_real": None if num_real is None else int(num_real),
+        "num_fake": None if num_fake is None else int(num_fake),
+        "k": int(k) if k is not None else (p.k if p is not None else None),
+        "k_density_coverage": None if k_density_coverage is None else int(k_density_coverage),
+        "ball": ball if ball is not None else (p.ball if p is not None else None),
+        "version": _version(),
+    }
+
+
+def fingerprint_differences(
+    a: Mapping[str, Any], b: Mapping[str, Any], *, ignore: Sequence[str] = IGNORED_BY_DEFAULT
+) -> Dict[str, Tuple[Any, Any]]:
+    """The keys whose values differ between two fingerprints, as ``{key: (a's value, b's value)}``.
+
+    A key missing on one side counts as None there. ``ignore`` skips keys: by default only ``version`` (the
+    features are pinned to the references', so an upgrade alone does not change them); the sample counts are
+    compared, since the Fréchet distance and precision/recall depend on them.
+    """
+    keys = [key for key in dict.fromkeys([*a, *b]) if key not in ignore]
+    return {key: (a.get(key), b.get(key)) for key in keys if _json(a.get(key)) != _json(b.get(key))}
