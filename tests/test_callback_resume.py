@@ -91,7 +91,7 @@ def test_checkpoint_holds_the_history_not_the_features(tmp_path):
     cb = PRDCallback(REAL, num_samples=64)
     _fit(tmp_path, cb, max_epochs=1, callbacks=[ckpt], enable_checkpointing=True)
     state = torch.load(ckpt.last_model_path, weights_only=False)["callbacks"][cb.state_key]
-    assert set(state) == {"history", "prd_curves", "scored_step"}
+    assert set(state) == {"history", "prd_curves", "scored_step", "fingerprint"}
     assert all(isinstance(v, (int, float)) for h in state["history"] for v in h.values())
     (curve,) = state["prd_curves"]  # the compact PRD curve, not features: [2, <= 127] float16
     assert curve["epoch"] == 0 and curve["prd_precision_recall"].dtype == torch.float16

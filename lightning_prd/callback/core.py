@@ -18,7 +18,8 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from lightning_prd.callback.closest_pairs import gather_pairs, pair_grid
-from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_extractor, resolve_sample_fn
+from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_sample_fn
+from lightning_prd.callback.protocol import counts, metric_with, resolve, run_fingerprint, total_rows, warn_if_changed
 from lightning_prd.callback.publish import log_samples, log_scores, per_class_scalars, sample_grids, warn_no_grid
 from lightning_prd.callback.real_side import RealSide
 from lightning_prd.callback.rng import COMPUTE_STREAM, REAL_STREAM, fixed_rng, preserved_rng, stream_seed
@@ -35,6 +36,7 @@ from lightning_prd.features.cache import RealFeatureCache, check_cacheable
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
 from lightning_prd.loggers.factory import adapter_for
+from lightning_prd.protocols import Protocol
 
 SampleFn = Callable[[Any, int], Tensor]
 
@@ -48,7 +50,7 @@ class PRDCallbackCore(RealSide):
         *,
         sample_fn: Union[None, str, SampleFn] = None,
         feature_extractor: Union[None, str, Dict[str, Any], nn.Module, Callable[[Tensor], Tensor]] = None,
-        num_samples: int = 2048,
+        num_samples: Optional[int] = None,
         num_real: Optional[int] = None,
         every_n_epochs: int = 1,
         prefix: str = "prd/",
@@ -63,13 +65,16 @@ class PRDCallbackCore(RealSide):
         test: Union[None, str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]] = None,
         real_labels: Any = None,
         log_closest_pairs: int = 0,
+        protocol: Union[None, str, Protocol] = None,
+        weights: Union[None, str, os.PathLike[str]] = None,
     ) -> None:
         self.sample_fn = resolve_sample_fn(sample_fn)
-        self.feature_extractor, self._extractor_name = resolve_extractor(feature_extractor)
+        #: the named protocol (:mod:`lightning_prd.protocols`), or None
+        self.protocol: Optional[Protocol]
+        self.protocol, self.feature_extractor, self._extractor_name = resolve(protocol, weights, feature_extractor)
         if not isinstance(prefix, str):
             raise TypeError(f"Expected argument `prefix` to be a string, but got {prefix!r}")
-        self.num_samples = check_positive_int(num_samples, "num_samples")
-        self.num_real = None if num_real is None else check_positive_int(num_real, "num_real")
+        self.num_samples, self.num_real = counts(self.protocol, num_samples, num_real)
         self.every_n_epochs = check_positive_int(every_n_epochs, "every_n_epochs")
         self.prefix = prefix
         self.seed = check_seed(seed)
@@ -79,7 +84,9 @@ class PRDCallbackCore(RealSide):
         self.evaluate_on_train_end = check_bool(evaluate_on_train_end, "evaluate_on_train_end")
         self.num_images = check_positive_int(num_images, "num_images")
         self.log_closest_pairs = check_int(log_closest_pairs, "log_closest_pairs", minimum=0)
-        self.metric = build_metric(metric, per_sample=log_images, closest_pairs=self.log_closest_pairs)
+        self.metric = build_metric(
+            metric_with(self.protocol, metric), per_sample=log_images, closest_pairs=self.log_closest_pairs
+        )
         self.cache = (
             cache_dir if isinstance(cache_dir, RealFeatureCache) or cache_dir is None else RealFeatureCache(cache_dir)
         )
@@ -104,6 +111,9 @@ class PRDCallbackCore(RealSide):
         self._warned_curves = False
         self._warned_images = False
         self._warned_pairs = False
+        #: how this fit's scores were made (:mod:`~lightning_prd.callback.protocol`), from its first evaluation on
+        self.fingerprint: Optional[Dict[str, Any]] = None
+        self._restored_fingerprint: Optional[Dict[str, Any]] = None  # a checkpoint's
 
     # ------------------------------------------------------------------ Lightning hooks
     @property
@@ -123,6 +133,7 @@ class PRDCallbackCore(RealSide):
             self._clear_real()
             self._bind_real(trainer)
             self._last_epoch = None
+            self.fingerprint = self._restored_fingerprint = None
             if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the state
                 self.history, self.prd_curves, self._scored_step = [], [], None
 
@@ -148,12 +159,14 @@ class PRDCallbackCore(RealSide):
             "history": [dict(h) for h in self.history],
             "prd_curves": [dict(c) for c in self.prd_curves],
             "scored_step": self._scored_step,
+            "fingerprint": dict(self.fingerprint or self._restored_fingerprint or {}) or None,
         }
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         self.history = [dict(h) for h in state_dict.get("history", [])]
         self.prd_curves = [dict(c) for c in state_dict.get("prd_curves", [])]
         self._scored_step = state_dict.get("scored_step")
+        self._restored_fingerprint = state_dict.get("fingerprint")
 
     # ------------------------------------------------------------------ evaluation
     def _due(self, epoch: int) -> bool:
@@ -202,6 +215,8 @@ class PRDCallbackCore(RealSide):
                         feats = self._features(samples, device, role=fake_role(name))
                         extracted = self.feature_extractor is not None
                         update_fake(self.metric, feats, name, extracted=extracted, labels=labels)
+                if self.fingerprint is None:  # the first evaluation of the fit; a collective under DDP
+                    self._take_fingerprint(device, rank, feats.dtype if n_fake else None)
                 with fixed_rng(stream_seed(self.seed, COMPUTE_STREAM), device):  # the same on every rank
                     result = self.metric.compute()  # a collective under DDP: every rank gets here
                 if self.log_closest_pairs > 0:  # a collective under DDP too
@@ -233,6 +248,8 @@ class PRDCallbackCore(RealSide):
             self._adapters = [adapter_for(logger, self.prefix) for logger in trainer.loggers]
             for adapter in self._adapters:
                 adapter.restore(self.prd_curves, self.history)
+                if self.fingerprint is not None:  # once per fit and logger
+                    adapter.log_fingerprint(self.fingerprint, epoch)
         self.history.append({"epoch": epoch, **scalars, **({"final": True} if final else {})})
         if all(k in curves for k in PRD_KEYS):
             self.prd_curves.append(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
@@ -243,6 +260,19 @@ class PRDCallbackCore(RealSide):
             self._log(trainer, prefixed, curves, epoch)
             if self.log_images or self.log_closest_pairs:
                 self._log_samples(trainer, epoch)
+
+    def _take_fingerprint(self, device: torch.device, rank: int, dtype: Optional[torch.dtype]) -> None:
+        """:attr:`fingerprint`, with the real rows of every rank (a statistics file: its sample count)."""
+        if self._source.kind == "statistics":
+            ref = self._source.reference
+            num_real = ref.num_samples if ref is not None else None
+        else:
+            num_real = total_rows(self._real_rows, device)
+        self.fingerprint = run_fingerprint(
+            self.feature_extractor, self.protocol, self.metric, num_real, self.num_samples, dtype, warn=rank == 0
+        )
+        if rank == 0:
+            warn_if_changed(self._restored_fingerprint, self.fingerprint)
 
     def _log_samples(self, trainer: Any, epoch: int) -> None:
         """Rank 0: the sample grids and realism histogram (:func:`~lightning_prd.callback.publish.sample_grids`)

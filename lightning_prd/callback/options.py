@@ -75,7 +75,8 @@ def resolve_extractor(value: Any) -> Tuple[Any, Optional[str]]:
     """``(extractor, registry name)``: ``value`` itself (name ``None``), or the extractor
     :func:`~lightning_prd.features.get_extractor` builds from a name (``"inception"``,
     ``"module:callable"``), a dict ``{"name": ..., "weights": ..., **options}`` or a dict
-    ``{"class_path": "package.module.Class", "init_args": {...}}`` (name ``None``)."""
+    ``{"class_path": "package.module.Class", "init_args": {...}}`` (name ``None``). An extractor built from a
+    weights file that declares no ``weights_sha256`` gets the file's, for the fingerprint (:func:`get_extractor`)."""
     if isinstance(value, Mapping) and "class_path" in value:
         return _from_class_path(value), None
     if isinstance(value, Mapping):
@@ -97,7 +98,7 @@ def resolve_extractor(value: Any) -> Tuple[Any, Optional[str]]:
                 f"a dict with a 'name' or a callable, but got {value!r}"
             ) from err
         raise TypeError(f"Expected argument `feature_extractor` {value!r} to build an extractor, but {err}") from err
-    return extractor, name.strip()
+    return extractor, name.strip()  # built from a weights file, it carries the file's SHA-256 (get_extractor)
 
 
 def _from_class_path(value: Mapping[str, Any]) -> Any:

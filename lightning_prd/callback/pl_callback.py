@@ -94,9 +94,12 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             a dict ``{"name": ..., "weights": PATH, **options}`` built the same way, or
             ``{"class_path": ..., "init_args": {...}}``; one that cannot be built raises
             ``TypeError`` at construction, naming the value and why. Default: identity (samples
-            flattened to ``[n, -1]``).
-        num_samples: generated samples per evaluation, over all ranks.
-        num_real: use at most this many real samples (the first ones); default all.
+            flattened to ``[n, -1]``). With a ``protocol`` that names a network, leave it out (or name that
+            network, or give a dict of options that agree with the protocol's, e.g. ``{"random_init": True}``).
+        num_samples: generated samples per evaluation, over all ranks. Default (None): the protocol's
+            count of generated samples, else 2048.
+        num_real: use at most this many real samples (the first ones). Default (None): the protocol's count,
+            else all.
         every_n_epochs: evaluate every N epochs.
         prefix: key prefix of everything logged.
         metric: ``None`` (``GenerativeMetrics(reset_real_features=False)``), a dict of
@@ -148,6 +151,22 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             (:mod:`~lightning_prd.callback.closest_pairs`). Each rank keeps its generated samples of the
             evaluation in CPU memory until the pairs are known and re-reads its block of ``real`` up
             to the last row shown. Example: ``PRDCallback(images, log_closest_pairs=8)``.
+        protocol: a named protocol (:mod:`lightning_prd.protocols`: ``"fid"``, ``"pytorch-fid"``,
+            ``"clean-fid"``, ``"pr50k3"``, ``"fd-dinov2"``, ``"cmmd"``, ``"prdc"``) or a
+            :class:`~lightning_prd.protocols.Protocol`: it sets the extractor (its network and preprocessing,
+            built from ``weights``), the metric's k, ball and score families (``GenerativeMetrics(protocol=...)``),
+            ``num_samples`` and ``num_real`` where it names those counts, at once. What counts as explicit
+            (:mod:`~lightning_prd.callback.protocol`): ``num_samples``/``num_real`` given (not None) must equal
+            the protocol's counts; a ``metric`` dict option at its default takes the protocol's value; a
+            ``feature_extractor`` must name the protocol's network. A contradiction raises ``ValueError``
+            naming the argument, its value, the protocol and the protocol's value. Example:
+            ``PRDCallback("data/ffhq", protocol="pr50k3", weights="vgg16.pt")``: NVlabs' VGG-16, k = 3,
+            closed balls, 50,000 generated against the first 50,000 real images.
+        weights: the weights file of the protocol's network (checked to be the protocol's file: its name or
+            SHA-256; ``ValueError`` naming the expected file and where to get it). None looks for the
+            protocol's files in torch's hub cache (never downloads; ``TypeError`` at construction saying what
+            to get). Without a protocol, the weights of an extractor given by name
+            (``feature_extractor="vgg16", weights=PATH``).
 
     **In a LightningCLI config** every argument takes a plain YAML value: ``real`` a path or
     ``datamodule:<split>``, ``sample_fn`` an import path, ``feature_extractor`` a name or a mapping,
@@ -160,6 +179,9 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
                 real: datamodule:train
                 num_samples: 512
                 metric: {prd: false, alpha_beta: false}
+
+    and with a protocol (``protocol: pr50k3`` and ``weights: /path/vgg16.pt`` set the network, k, ball and
+    counts; ``num_samples`` left out).
 
     Logged keys (``P`` = ``prefix``, default ``"prd/"``). Every 0-dim value of the metric's
     ``compute()`` is logged as ``P<name>``; with the default metric:
@@ -206,9 +228,21 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     evaluations (``every_n_epochs > 1``) ``callback_metrics`` keeps the last values: give
     ``ModelCheckpoint`` the same ``every_n_epochs`` so it does not act on stale scores.
 
-    **Checkpoint state**: ``history`` (one dict of plain scores per evaluation, with ``"epoch"``)
-    and ``prd_curves`` (each evaluation's PRD curve, at most 127 float16 points; about 0.8 kB
-    per evaluation in all). A resumed run never re-evaluates an epoch already in ``history``,
+    **The fingerprint** (:attr:`fingerprint`, from the first evaluation of a fit on): a flat JSON dict of
+    how the scores were made (:func:`lightning_prd.protocols.fingerprint`): ``protocol``, ``extractor``,
+    ``weights_sha256``, ``resize``, ``quantisation``, ``input_size``, ``dtype`` (of the k-NN distances),
+    ``num_real`` (the real rows every rank fed to the metric together) and ``num_fake``, ``k``
+    (precision/recall's) and ``k_density_coverage``, ``ball``, ``version``. It is logged once per fit, from
+    rank 0, to every logger before the first scores: TensorBoard hyperparameters ``Pfingerprint/<field>`` and
+    the text ``Pfingerprint``; W&B ``run.config["Pfingerprint"]``; CSV ``fingerprint.json`` (and
+    ``hparams.yaml``); other loggers ``log_hyperparams``. ``lightning-prd runs`` shows it per run and warns
+    when the runs compared differ in it. A protocol whose real count the real set does not reach is warned
+    about once.
+
+    **Checkpoint state**: ``history`` (one dict of plain scores per evaluation, with ``"epoch"``),
+    ``prd_curves`` (each evaluation's PRD curve, at most 127 float16 points; about 0.8 kB
+    per evaluation in all) and ``fingerprint`` (a resumed fit whose fingerprint differs from the
+    checkpoint's warns once, naming the fields). A resumed run never re-evaluates an epoch already in ``history``,
     draws the trajectory figure over every epoch and rebuilds the W&B ``Pprd_curve`` table with
     every epoch once. An epoch logged after the last checkpoint (a killed run) is logged again
     by the resumed run; ``tensorboard --logdir`` (its default data server) keeps, per tag, the

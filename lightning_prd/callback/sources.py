@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn, Optional, Tuple
+from typing import Any, Callable, Mapping, NoReturn, Optional, Tuple
 
 from torch import Tensor
 
@@ -83,12 +83,19 @@ def checked_samples(out: Any, name: str, n: int) -> Tensor:
     return out
 
 
+#: the entry of a dict output (one tensor per output, e.g. ``FIDInceptionFeatures(logits=True)``) the metric takes
+MAIN_OUTPUT = "pool"
+
+
 def extract(extractor: Callable[[Tensor], Any], x: Tensor, role: str) -> Tensor:
-    """``extractor(x)``, which must be a tensor; errors name ``feature_extractor`` and ``role`` (the samples)."""
+    """``extractor(x)``, which must be a tensor, or a dict whose :data:`MAIN_OUTPUT` entry (the pool features) is
+    one; errors name ``feature_extractor`` and ``role`` (the samples)."""
     try:
         feats = extractor(x)
     except RENAMED as err:
         _raise(err, f"`feature_extractor` failed on {role}: {err}")
+    if isinstance(feats, Mapping) and isinstance(feats.get(MAIN_OUTPUT), Tensor):
+        feats = feats[MAIN_OUTPUT]
     if not isinstance(feats, Tensor):
         raise TypeError(
             f"Expected `feature_extractor` to return a tensor [n, D], but got {type(feats).__name__} on {role}"

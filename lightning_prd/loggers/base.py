@@ -1,7 +1,8 @@
 """Backend-neutral part of the logger adapters: the interface, the figures, the choice by type.
 
-An adapter wraps one Lightning logger and knows how that backend shows scalars, curves and
-figures. The callback calls adapters on global rank 0 only; they never run collectives.
+An adapter wraps one Lightning logger and knows how that backend shows scalars, curves,
+figures and the fit's fingerprint (:meth:`LoggerAdapter.log_fingerprint`). The callback calls
+adapters on global rank 0 only; they never run collectives.
 
 Curves arrive as a dict of 1-D numpy arrays under the metric's plain names (``prd_precision``,
 ``prd_recall``, ``alphas``, ``alpha_precision_curve``, ``beta_recall_curve``); an adapter
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from lightning_prd.runs import plotting
+from lightning_prd.runs.reader import FINGERPRINT
 
 PRD_KEYS = ("prd_precision", "prd_recall")
 ALPHA_BETA_KEYS = ("alphas", "alpha_precision_curve", "beta_recall_curve")
@@ -74,6 +76,19 @@ class LoggerAdapter:
 
     def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
         """Log image grids (``[H, W, 3]`` in [0, 1]) and histograms of per-sample values. Default: nothing."""
+
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+        """Log the fit's fingerprint (a flat JSON-safe dict), once per fit, before its first scores. Default: as
+        hyperparameters, ``logger.log_hyperparams({"<prefix>fingerprint": fingerprint})``, when the logger has
+        that method."""
+        log = getattr(self.logger, "log_hyperparams", None)
+        if callable(log):
+            log({self.fingerprint_key: dict(fingerprint)})
+
+    @property
+    def fingerprint_key(self) -> str:
+        """The key of the fingerprint: ``<prefix>fingerprint``."""
+        return f"{self.prefix}{FINGERPRINT}"
 
     def flush(self) -> None:
         """End of one evaluation: write out what the backend buffers."""

@@ -6,6 +6,10 @@ default prefix ``prd/``::
     <log_dir>/prd_curves/epoch_0003.csv         recall,precision      (PRD curve, 1001 points)
     <log_dir>/alpha_beta_curves/epoch_0003.csv  alpha,alpha_precision,beta_recall
 
+Once per fit, the fingerprint (a flat JSON object) goes to ``<log_dir>/fingerprint.json`` (which
+``lightning-prd runs`` reads) and, through ``log_hyperparams``, to the logger's ``hparams.yaml``
+under ``Pfingerprint``.
+
 Any other prefix ``P`` is put in front of the folder names, as it is in front of the keys:
 ``<log_dir>/Pprd_curves/...`` (``gen/`` gives ``<log_dir>/gen/prd_curves/``, ``ema_`` gives
 ``<log_dir>/ema_prd_curves/``), each path part kept to letters, digits, ``_``, ``-`` and ``.`` and
@@ -17,17 +21,16 @@ only in replaced characters) raise ``ValueError`` at their first curves.
 from __future__ import annotations
 
 import csv
+import json
 import os
-import re
 import weakref
 from typing import Any, Dict, List, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
 from lightning_prd.loggers.base import LoggerAdapter, has_alpha_beta, has_prd
+from lightning_prd.runs.reader import FINGERPRINT, prefixed_path
 
-#: the prefix whose curve folders sit directly in ``log_dir``
-DEFAULT_PREFIX = "prd/"
 #: which prefix writes each curve folder, per logger
 _FOLDERS: MutableMapping[Any, Dict[str, str]] = weakref.WeakKeyDictionary()
 
@@ -41,9 +44,7 @@ def curve_folder(log_dir: str, prefix: str, kind: str) -> str:
         >>> curve_folder("logs", "../x y/", "prd_curves")
         'logs/_/x_y/prd_curves'
     """
-    name = kind if prefix == DEFAULT_PREFIX else prefix + kind
-    parts = [re.sub(r"[^A-Za-z0-9_.-]", "_", p) for p in re.split(r"[/\\]", name) if p]
-    return os.path.join(log_dir, *("_" if set(p) == {"."} else p for p in parts))
+    return prefixed_path(log_dir, prefix, kind)
 
 
 def write_curve_csv(path: str, columns: Sequence[str], arrays: Sequence[np.ndarray]) -> None:
@@ -91,6 +92,14 @@ class CSVAdapter(LoggerAdapter):
                     cols.append(col)
                     arrays.append(curves[key])
             write_curve_csv(os.path.join(self._folder("alpha_beta_curves"), name), cols, arrays)
+
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+        """To ``fingerprint.json`` in the prefix's folder and as hyperparameters (``hparams.yaml``)."""
+        super().log_fingerprint(fingerprint, epoch)
+        path = self._folder(FINGERPRINT + ".json")
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(dict(fingerprint), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
     def flush(self) -> None:
         save = getattr(self.logger, "save", None)

@@ -11,6 +11,8 @@ What it writes (``P`` is the prefix, default ``prd/``):
 * with the callback's ``log_images``: ``Psamples/least_realistic`` and ``Psamples/uncovered_real``
   image grids and a ``Prealism`` histogram; with ``log_closest_pairs``: ``Psamples/closest_pairs``;
 * with a per-class metric, ``Pper_class/<score>/<class>`` scalars (one tag per class);
+* once per fit, the fingerprint: as hyperparameters ``Pfingerprint/<field>`` (*HParams* tab; also in the
+  logger's ``hparams.yaml``) and as the text ``Pfingerprint`` (*Text* tab, JSON; ``lightning-prd runs`` reads it);
 * a *Custom Scalars* layout: a category ``P`` with one chart per score the run logs, titled with
   the direction that is better; TensorBoard overlays the runs in it (one line and one legend entry
   per run, the runs told apart by colour). Nothing is charted that was not logged, and no chart
@@ -30,6 +32,7 @@ import numpy as np
 
 from lightning_prd.loggers.base import PER_CLASS, LoggerAdapter, build_figures, has_prd, per_class_parts
 from lightning_prd.runs.plotting import downsample, how_to_read
+from lightning_prd.runs.reader import fingerprint_text
 from lightning_prd.runs.scores import DIRECTIONS
 
 #: the PR-curve plugin's largest number of points
@@ -143,6 +146,18 @@ class TensorBoardAdapter(LoggerAdapter):
             writer.add_image(f"{self.prefix}samples/{name}", grid, global_step=epoch, dataformats="HWC")
         for name, values in histograms.items():
             writer.add_histogram(f"{self.prefix}{name}", values, global_step=epoch)
+
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+        """As hyperparameters (beside those logged before: TensorBoard's *HParams* tab shows a run's last set) and
+        as the text ``Pfingerprint`` (JSON, which ``lightning-prd runs`` reads back)."""
+        previous = getattr(self.logger, "hparams", None)
+        kept = {str(k): v for k, v in previous.items()} if isinstance(previous, Mapping) else {}
+        log = getattr(self.logger, "log_hyperparams", None)
+        if callable(log):
+            log({**kept, self.fingerprint_key: dict(fingerprint)})
+        add_text = getattr(self.logger.experiment, "add_text", None)
+        if callable(add_text):
+            add_text(self.fingerprint_key, fingerprint_text(dict(fingerprint)), global_step=epoch)
 
     def flush(self) -> None:
         self.logger.experiment.flush()

@@ -21,7 +21,8 @@ What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix
   ``Plowest_coverage_class``, a label, keeps its last value) and,
   with the curves, ``Pper_class/<score>``, a ``wandb.plot.line_series`` over the evaluated epochs with one
   line per class, rebuilt from the callback's ``history`` at each evaluation (so it survives a resume);
-* the image grids of ``log_images`` and ``log_closest_pairs`` as ``wandb.Image`` (``Psamples/...``).
+* the image grids of ``log_images`` and ``log_closest_pairs`` as ``wandb.Image`` (``Psamples/...``);
+* once per fit, the fingerprint into the run's config: ``run.config["Pfingerprint"]`` (a dict).
 
 Everything of one evaluation goes into one ``run.log`` call (one W&B step).
 """
@@ -143,6 +144,13 @@ class WandbAdapter(LoggerAdapter):
         payload.update({f"{self.prefix}{k}": h for k, h in hists.items()})
         self._pending.update(payload)
         self._pending.setdefault(self.epoch_key, epoch)
+
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+        """Into the run's config, under ``Pfingerprint`` (one nested entry; the runs table can filter and group
+        by its fields); a run object without a config gets nothing."""
+        update = getattr(getattr(self.logger.experiment, "config", None), "update", None)
+        if callable(update):
+            update({self.fingerprint_key: dict(fingerprint)}, allow_val_change=True)
 
     def flush(self) -> None:
         if self._pending:

@@ -15,6 +15,11 @@ how many of its bytes were read), and a run with no scores read names the damage
 Folders are searched through symbolic links too; a link to a folder already searched, or to one
 of the folders it lies in (a cycle), is not followed again.
 
+**The fingerprint** (:attr:`Run.fingerprint`: extractor, weights SHA-256, preprocessing, sample counts, k,
+ball, version; ``PRDCallback`` logs it once per fit) is read from the TensorBoard text summary
+``<prefix>fingerprint`` (:func:`fingerprint_text`; the last one) or a CSV run's ``fingerprint.json``
+(:func:`prefixed_path`); None if not logged. Different fingerprints in one run are named in its warnings.
+
 For each score a run has a *last* value (at its last evaluated epoch) and a *best* value with its
 epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density
 (:mod:`lightning_prd.runs.scores`).
@@ -39,13 +44,20 @@ Example:
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 from lightning_prd.runs.records import find_damage
 from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
+
+#: the name (after the prefix) of the TensorBoard text summary, and of the CSV run's file, of the fingerprint
+FINGERPRINT = "fingerprint"
+#: the prefix whose files sit directly in a run's ``log_dir``
+DEFAULT_PREFIX = "prd/"
 
 #: the scores drawn over epochs by :func:`lightning_prd.runs.plotting.plot_runs`, in panel order
 PANEL_SCORES = ("precision", "recall", "density", "coverage")
@@ -70,6 +82,7 @@ class Run:
         files: the files read.
         scores: score name (without prefix) -> ``[(epoch, value), ...]`` sorted by epoch, one per epoch.
         warnings: what was wrong with its files (a damaged event file: which, where, how much was read).
+        fingerprint: how the scores were made, as the callback logged it (module docstring); None if not logged.
     """
 
     label: str
@@ -78,6 +91,7 @@ class Run:
     files: List[str]
     scores: Dict[str, List[Tuple[int, float]]] = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
+    fingerprint: Optional[Dict[str, Any]] = None
 
     def summary(self) -> Dict[str, Dict[str, Any]]:
         """Score name -> ``last``, ``last_epoch``, ``best``, ``best_epoch``, ``direction``, ``epochs``."""
@@ -100,6 +114,40 @@ def score_order(names: Collection[str]) -> List[str]:
     """The package's table order (:data:`~lightning_prd.runs.scores.DIRECTIONS`), then other names sorted."""
     known = [n for n in DIRECTIONS if n in names]
     return known + sorted(set(names) - set(known))
+
+
+def prefixed_path(log_dir: str, prefix: str, name: str) -> str:
+    """Where the file or folder ``name`` of the callback with ``prefix`` lies below a run's ``log_dir`` (``prd/``:
+    in it; ``gen/``: ``gen/<name>``; ``ema_``: ``ema_<name>``; parts kept to ``[A-Za-z0-9_.-]``, never ``..``).
+
+    Example:
+        >>> prefixed_path("logs", "prd/", "a"), prefixed_path("logs", "gen/", "a"), prefixed_path("l", "../x y/", "a")
+        ('logs/a', 'logs/gen/a', 'l/_/x_y/a')
+    """
+    joined = name if prefix == DEFAULT_PREFIX else prefix + name
+    parts = [re.sub(r"[^A-Za-z0-9_.-]", "_", p) for p in re.split(r"[/\\]", joined) if p]
+    return os.path.join(log_dir, *("_" if set(p) == {"."} else p for p in parts))
+
+
+def fingerprint_text(fingerprint: Dict[str, Any]) -> str:
+    """The body of the TensorBoard text summary of a fingerprint: its JSON, keys sorted, indented four spaces
+    (a code block in TensorBoard's *Text* tab); :func:`parse_fingerprint_text` reads it back.
+
+    Example:
+        >>> parse_fingerprint_text(fingerprint_text({"k": 3, "ball": "closed"}))
+        {'ball': 'closed', 'k': 3}
+    """
+    body = json.dumps(fingerprint, indent=2, sort_keys=True, allow_nan=False)
+    return "\n".join("    " + line for line in body.splitlines())
+
+
+def parse_fingerprint_text(text: str) -> Optional[Dict[str, Any]]:
+    """The fingerprint in ``text`` (:func:`fingerprint_text`, or plain JSON); None when it holds no JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _is_event_file(name: str) -> bool:
@@ -197,11 +245,14 @@ def _undecodable(path: str) -> str:
     return path
 
 
-def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List[str]]:
-    from google.protobuf.message import DecodeError
-    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+Fingerprints = List[Dict[str, Any]]
 
-    acc = EventAccumulator(path, size_guidance={SCALARS: 0})  # 0: keep every event
+
+def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float]], List[str], Fingerprints]:
+    from google.protobuf.message import DecodeError
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, TENSORS, EventAccumulator
+
+    acc = EventAccumulator(path, size_guidance={SCALARS: 0, TENSORS: 0})  # 0: keep every event
     try:
         acc.Reload()
     except DecodeError as err:
@@ -215,7 +266,29 @@ def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float
             per_epoch = scores.setdefault(tag[len(prefix) :], {})
             for event in acc.Scalars(tag):  # in file order: a re-logged epoch keeps its last value
                 per_epoch[int(event.step)] = float(event.value)
-    return scores, tags
+    return scores, tags, _tensorboard_fingerprints(acc, prefix)
+
+
+def _tensorboard_fingerprints(acc: Any, prefix: str) -> Fingerprints:
+    """The fingerprints of the text summary ``<prefix>fingerprint`` (``add_text`` appends ``/text_summary``)."""
+    tags = [
+        t for t in acc.Tags().get("tensors", []) if t in (prefix + FINGERPRINT, f"{prefix}{FINGERPRINT}/text_summary")
+    ]
+    texts = [raw.decode("utf-8", "replace") for t in tags for e in acc.Tensors(t) for raw in e.tensor_proto.string_val]
+    return [p for p in map(parse_fingerprint_text, texts) if p is not None]
+
+
+def _csv_fingerprints(path: str, prefix: str) -> Tuple[Fingerprints, List[str]]:
+    """The fingerprint of a CSV run (``fingerprint.json`` in the prefix's folder), and what was wrong with it."""
+    file = prefixed_path(path, prefix, FINGERPRINT + ".json")
+    if not os.path.isfile(file):
+        return [], []
+    try:
+        with open(file, encoding="utf-8") as fh:
+            parsed = parse_fingerprint_text(fh.read())
+    except (OSError, UnicodeDecodeError) as err:
+        return [], [f"{file}: cannot read the fingerprint: {getattr(err, 'strerror', None) or err}"]
+    return ([parsed], []) if parsed is not None else ([], [f"{file}: not a JSON object; the fingerprint is not read"])
 
 
 #: epochs read from a CSV lie below this (every integer below it is exact in float64)
@@ -271,7 +344,11 @@ def read_run(path: str, source: str, files: List[str], label: str, prefix: str =
     """
     _check_readable(files)
     damage = _damage(files) if source == "tensorboard" else []
-    raw, tags = _read_tensorboard(path, prefix) if source == "tensorboard" else _read_csv(files[0], prefix)
+    if source == "tensorboard":
+        raw, tags, prints = _read_tensorboard(path, prefix)
+    else:
+        (raw, tags), (prints, bad) = _read_csv(files[0], prefix), _csv_fingerprints(path, prefix)
+        damage += bad
     scores = {
         name: sorted(per_epoch.items())
         for name, per_epoch in raw.items()
@@ -282,7 +359,9 @@ def read_run(path: str, source: str, files: List[str], label: str, prefix: str =
         what = "scalar tags" if source == "tensorboard" else "columns"
         cause = "".join(f"; {message}" for message in damage)
         raise NoScoresError(f"{path}: no {prefix!r} scores in this {source} run ({what}: {held}){cause}")
-    return Run(label=label, path=path, source=source, files=files, scores=scores, warnings=damage)
+    if len({json.dumps(p, sort_keys=True) for p in prints}) > 1:
+        damage.append(f"{path}: the run logged {len(prints)} fingerprints that differ; the last one is shown")
+    return Run(label, path, source, files, scores=scores, warnings=damage, fingerprint=prints[-1] if prints else None)
 
 
 def _label(run_dir: str, directory: str) -> str:
