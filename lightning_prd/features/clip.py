@@ -65,9 +65,9 @@ from lightning_prd.features.dino_clip import (
     pil_bicubic_uint8,
     pil_pass_order,
     shorter_side,
-    uint8_images,
 )
 from lightning_prd.features.images import ImageExtractor, file_sha256, seeded
+from lightning_prd.features.resize import uint8_images
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)

@@ -17,8 +17,6 @@ tensors (CPU or GPU, no PIL needed), equal to Pillow bit for bit:
   many pixels as the width (``out_h < in_h`` and ``in_h - out_h > 2 (in_w - out_w)``), which moves
   a few pixels by 1. The order of the installed Pillow is used (Pillow 13's when Pillow is absent),
   and recorded in the extractors' ``preprocessing`` (``"pil_pass_order"``).
-* :func:`uint8_images`: images as uint8 ``[B, 3, H, W]``: uint8 as they are, float images in [0, 1]
-  quantised (:func:`~lightning_prd.features.resize.quantise`), grayscale repeated to RGB.
 * :func:`centre_square` (the CMMD code's crop) and :func:`centre_crop` / :func:`shorter_side`
   (torchvision's ``CenterCrop`` and ``Resize(int)``, which open_clip's transform uses).
 * :func:`normalise`: ``(x / 255 - mean) / std`` in float32, the operation order of torchvision's
@@ -41,8 +39,7 @@ from typing import Any, Dict, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.features.images import as_float_images
-from lightning_prd.features.resize import pil_bicubic_weights, quantise
+from lightning_prd.features.resize import pil_bicubic_weights
 from lightning_prd.functional.engine.inputs import check_positive_int
 
 _PRECISION_BITS = 22  # Pillow's PRECISION_BITS = 32 - 8 - 2 for 8-bit images
@@ -113,25 +110,6 @@ def pil_bicubic_uint8(x: Tensor, size: Tuple[int, int]) -> Tensor:
     return torch.cat(outs)
 
 
-def uint8_images(x: Any, quantisation: str, name: str = "images") -> Tensor:
-    """Images as uint8 ``[B, 3, H, W]``: uint8 kept, float in [0, 1] quantised by ``quantisation``, gray to RGB.
-
-    The checks and messages are :func:`~lightning_prd.features.as_float_images`'.
-
-    Example:
-        >>> import torch
-        >>> uint8_images(torch.tensor([[[0.0, 0.5, 1.0]]]), "round")[0, :, 0].tolist()
-        [[0, 128, 255], [0, 128, 255], [0, 128, 255]]
-    """
-    if not isinstance(x, Tensor):
-        x = torch.as_tensor(x)
-    if x.dtype != torch.uint8:
-        return quantise(as_float_images(x, name), quantisation)
-    as_float_images(x[:0], name)  # the shape checks, on an empty batch
-    x = x.unsqueeze(1) if x.ndim == 3 else x
-    return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
-
-
 def centre_square(x: Tensor) -> Tensor:
     """The largest centred square, as the CMMD code crops: side ``l = min(h, w)``, top ``(h - l) // 2``, left
     ``(w - l) // 2``."""
@@ -186,5 +164,4 @@ __all__ = [
     "pil_pass_order",
     "pillow_major_version",
     "shorter_side",
-    "uint8_images",
 ]

@@ -69,7 +69,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lightning_prd.features.dino_clip import normalisation, normalise, pil_bicubic_uint8, pil_pass_order, uint8_images
+from lightning_prd.features.dino_clip import normalisation, normalise, pil_bicubic_uint8, pil_pass_order
 from lightning_prd.features.images import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -81,7 +81,7 @@ from lightning_prd.features.images import (
     resolve_weights,
     seeded,
 )
-from lightning_prd.features.resize import QUANTISATION_RULES
+from lightning_prd.features.resize import QUANTISATION_RULES, uint8_images
 from lightning_prd.functional.engine.inputs import check_positive_int
 
 DINOV2_WIDTHS = {"vits14": 384, "vitb14": 768, "vitl14": 1024, "vitg14": 1536}

@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lightning_prd.features.images import as_float_images
 from lightning_prd.functional.engine.inputs import check_positive_int
 
 #: quantisation rules of :func:`quantise`
@@ -237,3 +238,22 @@ def quantise(x: Tensor, rule: str) -> Tensor:
     if rule == "round":
         scaled = scaled + 0.5
     return scaled.clamp(0.0, 255.0).to(torch.uint8)
+
+
+def uint8_images(x: Any, quantisation: str, name: str = "images") -> Tensor:
+    """Images as uint8 ``[B, 3, H, W]``: uint8 kept, float in [0, 1] quantised by ``quantisation``, gray to RGB.
+
+    The checks and messages are :func:`~lightning_prd.features.as_float_images`'.
+
+    Example:
+        >>> import torch
+        >>> uint8_images(torch.tensor([[[0.0, 0.5, 1.0]]]), "round")[0, :, 0].tolist()
+        [[0, 128, 255], [0, 128, 255], [0, 128, 255]]
+    """
+    if not isinstance(x, Tensor):
+        x = torch.as_tensor(x)
+    if x.dtype != torch.uint8:
+        return quantise(as_float_images(x, name), quantisation)
+    as_float_images(x[:0], name)  # the shape checks, on an empty batch
+    x = x.unsqueeze(1) if x.ndim == 3 else x
+    return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x

@@ -64,8 +64,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.features.images import as_float_images
-from lightning_prd.features.resize import quantise
+from lightning_prd.features.resize import uint8_images
 from lightning_prd.features.writer import sha256_of
 
 FILENAME = "vgg16.pt"
@@ -111,13 +110,7 @@ def nvlabs_uint8_images(x: Any, name: str = "images") -> Tensor:
         >>> nvlabs_uint8_images(torch.tensor([[[0.0, 0.5, 1.0]]])).tolist()
         [[[[0, 128, 255]], [[0, 128, 255]], [[0, 128, 255]]]]
     """
-    if not isinstance(x, Tensor):
-        x = torch.as_tensor(x)
-    if x.dtype != torch.uint8:
-        return quantise(as_float_images(x, name), QUANTISATION)
-    as_float_images(x[:0], name)  # the shape checks, on an empty batch
-    x = x.unsqueeze(1) if x.ndim == 3 else x
-    return x.repeat([1, 3, 1, 1]) if x.shape[1] == 1 else x
+    return uint8_images(x, QUANTISATION, name).contiguous()  # gray repeated into memory, as NVlabs' `repeat`
 
 
 class NVlabsVGG16Features(FeatureExtractor):
