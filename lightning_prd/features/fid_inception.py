@@ -6,7 +6,9 @@ features the Fréchet Inception Distance is defined on (Heusel et al. 2017), wit
 three reference tools, chosen by ``resize``:
 
 * ``"tf1"`` (default): torch-fidelity's ``FeatureExtractorInceptionV3``, the TensorFlow FID graph
-  (TTUR), the guided-diffusion evaluator and torchmetrics' FID (which runs torch-fidelity's network):
+  (TTUR), the guided-diffusion evaluator and torchmetrics' FID with ``antialias=False`` (it runs
+  torch-fidelity's network; its default ``antialias=True`` resizes with torch's antialiased bilinear and
+  agrees only at 299 px):
   TensorFlow 1 bilinear resize to 299 x 299 on 0..255 (:func:`~lightning_prd.features.resize.resize_tf1`),
   then ``(x - 128) / 128``.
 * ``"pytorch-fid"``: pytorch-fid's ``InceptionV3([3])``: torch bilinear resize without antialiasing on
