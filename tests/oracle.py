@@ -50,3 +50,15 @@ def frechet(real, fake):
     s1, s2 = np.cov(real, rowvar=False), np.cov(fake, rowvar=False)
     covmean = linalg.sqrtm(s1 @ s2).real
     return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
+
+
+def frechet_few_samples(real, fake):
+    r"""The Fréchet distance exactly when there are fewer samples than dimensions: with centred rows ``A``, ``B``
+    and ``S = X^T X / (n - 1)``, the nonzero eigenvalues of ``S_a S_b`` are the squared singular values of
+    ``A B^T / sqrt((n_a - 1)(n_b - 1))``, so ``tr (S_a S_b)^{1/2}`` is their sum (the nuclear norm of the small
+    cross-Gram matrix): no ``D x D`` eigenproblem and no rounding-level null eigenvalues."""
+    a, b = np.asarray(real, np.float64), np.asarray(fake, np.float64)
+    ac, bc = a - a.mean(0), b - b.mean(0)
+    n1, n2 = len(a) - 1, len(b) - 1
+    cross = np.linalg.svd(ac @ bc.T / np.sqrt(n1 * n2), compute_uv=False).sum()
+    return float(((a.mean(0) - b.mean(0)) ** 2).sum() + (ac**2).sum() / n1 + (bc**2).sum() / n2 - 2 * cross)

@@ -36,7 +36,6 @@ cost is one 299-px Inception pass per image per network); the distance is the fl
 
 import os
 
-import numpy as np
 import pytest
 import torch
 
@@ -48,41 +47,18 @@ torchvision = pytest.importorskip("torchvision", reason="needs torchvision (refe
 from cleanfid.inception_torchscript import InceptionV3W  # noqa: E402
 from cleanfid.resize import make_resizer  # noqa: E402
 from pytorch_fid import inception as pfid_inception  # noqa: E402
+from smooth_images import smooth_floats, smooth_images  # noqa: E402
 from torch_fidelity.feature_extractor_inceptionv3 import FeatureExtractorInceptionV3  # noqa: E402
 
 from lightning_prd.features.fid_inception import FIDInceptionFeatures  # noqa: E402
+
+import oracle  # noqa: E402
 
 SIZES = (32, 64, 256, 299, 512)
 N = int(os.environ.get("LPRD_REF_IMAGES", "4"))
 FEATURE_TOL = 1e-4
 FD_TOL = 1e-6
 RESULTS = []
-
-
-def smooth_images(n: int, size: int, seed: int) -> torch.Tensor:
-    """Real-looking uint8 images: smooth random colour fields with some finer texture."""
-    g = torch.Generator().manual_seed(seed)
-    coarse = torch.randn(n, 3, 6, 6, generator=g)
-    fine = torch.randn(n, 3, 24, 24, generator=g) * 0.35
-    x = torch.nn.functional.interpolate(coarse, size=(size, size), mode="bicubic", align_corners=False)
-    x = x + torch.nn.functional.interpolate(fine, size=(size, size), mode="bilinear", align_corners=False)
-    return (torch.sigmoid(1.5 * x) * 255).round().clamp(0, 255).to(torch.uint8)
-
-
-def smooth_floats(n: int, size: int, seed: int) -> torch.Tensor:
-    """Float images in [0, 1] off the uint8 grid (a generator's output)."""
-    x = smooth_images(n, size, seed).float() / 255
-    g = torch.Generator().manual_seed(seed + 1)
-    return (x + torch.rand(x.shape, generator=g) / 255).clamp(0, 1)
-
-
-def frechet(a: np.ndarray, b: np.ndarray) -> float:
-    """Float64 Fréchet distance of two feature sets via the nuclear norm (module docstring)."""
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    ac, bc = a - a.mean(0), b - b.mean(0)
-    n1, n2 = len(a) - 1, len(b) - 1
-    cross = np.linalg.svd(ac @ bc.T / np.sqrt(n1 * n2), compute_uv=False).sum()
-    return float(((a.mean(0) - b.mean(0)) ** 2).sum() + (ac**2).sum() / n1 + (bc**2).sum() / n2 - 2 * cross)
 
 
 def _fid_inception_v3(state):
@@ -163,8 +139,8 @@ def _close(name, size, ours, ref):
 def _check(name, size, ours, ref, scale_ours):
     diff = float((ours - ref).abs().max())
     span = float(ref.max() - ref.min())
-    fd_same = frechet(ours.numpy(), ref.numpy())
-    fd_scale = frechet(ours.numpy(), scale_ours.numpy())
+    fd_same = oracle.frechet_few_samples(ours.numpy(), ref.numpy())
+    fd_scale = oracle.frechet_few_samples(ours.numpy(), scale_ours.numpy())
     RESULTS.append((name, size, diff / span, abs(fd_same) / fd_scale))
     print(
         f"\n{name} @ {size}px: max|diff|/range = {diff / span:.3g}, FD(same images)/FD(independent) = "

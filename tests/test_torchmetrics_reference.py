@@ -44,11 +44,14 @@ import torch
 pytest.importorskip("torchvision", reason="needs torchvision (reference venv /tmp/tvenv)")
 pytest.importorskip("torch_fidelity", reason="needs torch-fidelity for torchmetrics' FID / IS (reference venv)")
 
+from smooth_images import smooth_floats, smooth_images  # noqa: E402
 from torchmetrics.image.fid import FrechetInceptionDistance, NoTrainInceptionV3  # noqa: E402
 from torchmetrics.image.inception import InceptionScore  # noqa: E402
 
 from lightning_prd.features.fid_inception import FIDInceptionFeatures  # noqa: E402
 from lightning_prd.functional import frechet_distance, inception_score  # noqa: E402
+
+import oracle  # noqa: E402
 
 SIZES = (32, 299, 512)
 N = 5  # images per set: the CPU cost is one 299-px Inception pass per image per network
@@ -56,23 +59,6 @@ FEATURE_TOL = 1e-4
 SET_SIZE = 64  # size of the float image sets of the FID and IS tests (upsampled to 299 by the TF1 resize)
 U64, U32 = 2.0**-53, 2.0**-24  # unit roundoff of float64 and float32
 FILENAME = "weights-inception-2015-12-05-6726825d.pth"
-
-
-def smooth_images(n: int, size: int, seed: int) -> torch.Tensor:
-    """Real-looking uint8 images: smooth random colour fields with some finer texture."""
-    g = torch.Generator().manual_seed(seed)
-    coarse = torch.randn(n, 3, 6, 6, generator=g)
-    fine = torch.randn(n, 3, 24, 24, generator=g) * 0.35
-    x = torch.nn.functional.interpolate(coarse, size=(size, size), mode="bicubic", align_corners=False)
-    x = x + torch.nn.functional.interpolate(fine, size=(size, size), mode="bilinear", align_corners=False)
-    return (torch.sigmoid(1.5 * x) * 255).round().clamp(0, 255).to(torch.uint8)
-
-
-def smooth_floats(n: int, size: int, seed: int) -> torch.Tensor:
-    """Float images in [0, 1] off the uint8 grid (a generator's output)."""
-    x = smooth_images(n, size, seed).float() / 255
-    g = torch.Generator().manual_seed(seed + 1)
-    return (x + torch.rand(x.shape, generator=g) / 255).clamp(0, 1)
 
 
 def _ratio(ours: torch.Tensor, ref: torch.Tensor) -> float:
@@ -150,17 +136,6 @@ def test_default_antialias_is_torch_antialiased_bilinear_not_tf1(weights, ours, 
         assert vs_tf1 > 100 * FEATURE_TOL, vs_tf1  # not TF FID at other sizes
 
 
-def exact_frechet(real: np.ndarray, fake: np.ndarray) -> float:
-    r"""Float64 Fréchet distance with ``tr (S_r S_f)^{1/2} = ||X_r X_f^T||_* / sqrt((n_r - 1)(n_f - 1))`` (centred
-    ``X``): the nuclear norm of the small cross-Gram matrix is exact for rank-deficient covariances, with no
-    ``D x D`` eigenproblem and so no rounding-level null eigenvalues."""
-    a, b = real.astype(np.float64), fake.astype(np.float64)
-    ac, bc = a - a.mean(0), b - b.mean(0)
-    n1, n2 = len(a) - 1, len(b) - 1
-    cross = np.linalg.svd(ac @ bc.T / np.sqrt(n1 * n2), compute_uv=False).sum()
-    return float(((a.mean(0) - b.mean(0)) ** 2).sum() + (ac**2).sum() / n1 + (bc**2).sum() / n2 - 2 * cross)
-
-
 def null_eigenvalue_tolerance(real: np.ndarray, fake: np.ndarray, fd: float) -> float:
     r"""Relative error, from rounding, of a Fréchet distance taken from a ``D x D`` eigenproblem.
 
@@ -193,7 +168,7 @@ def test_frechet_inception_distance_equals_ours(weights, float_sets):
     our_sums = torch.stack([real_out["pool"].double().sum(0), fake_out["pool"].double().sum(0)])
     sums_ratio = float((sums - our_sums).abs().max() / our_sums.abs().max())
     a, b = real_out["pool"].numpy(), fake_out["pool"].numpy()
-    mine, exact = float(frechet_distance(a, b)), exact_frechet(a, b)
+    mine, exact = float(frechet_distance(a, b)), oracle.frechet_few_samples(a, b)
     tol = null_eigenvalue_tolerance(a, b, exact)
     rel_theirs, rel_mine, rel = abs(float(theirs) / exact - 1), abs(mine / exact - 1), abs(float(theirs) / mine - 1)
     print(
@@ -219,7 +194,7 @@ def test_frechet_formula_alone_on_full_rank_features():
     fid.update(real, real=True)
     fid.update(fake, real=False)
     theirs, mine = float(fid.compute()), float(frechet_distance(real, fake))
-    exact = exact_frechet(real.numpy(), fake.numpy())
+    exact = oracle.frechet_few_samples(real.numpy(), fake.numpy())
     tol = null_eigenvalue_tolerance(real.numpy(), fake.numpy(), exact)
     print(
         f"\ntorchmetrics FID vs frechet_distance, full rank (400 + 300, 48-D, float64): "

@@ -12,7 +12,6 @@ sets (float64 NumPy oracle from the formula).
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -23,6 +22,8 @@ import torch_fidelity.feature_extractor_vgg16 as fidelity_vgg  # noqa: E402
 
 from lightning_prd.features.vgg import FILENAME, VGG16, VGG16Features  # noqa: E402
 from lightning_prd.functional import frechet_distance  # noqa: E402
+
+import oracle  # noqa: E402
 
 SIZES = (32, 64, 224, 256, 512)
 NUM_IMAGES = 12  # two independent halves of 6 give the scale of the Fréchet distance
@@ -36,18 +37,6 @@ def smooth_images(n: int, size: int, seed: int) -> torch.Tensor:
     detail = F.interpolate(torch.rand(n, 3, fine, fine, generator=g), size=(size, size), mode="bilinear")
     x = 0.75 * coarse + 0.25 * detail + 0.03 * torch.randn(n, 3, size, size, generator=g)
     return (x.clamp(0, 1) * 255).round().to(torch.uint8)
-
-
-def frechet_oracle(a: torch.Tensor, b: torch.Tensor) -> float:
-    """||mu_a - mu_b||^2 + Tr(S_a + S_b - 2 (S_a S_b)^1/2) in float64 NumPy, for n << D samples: with centred
-    rows A, B and S = X^T X / (n - 1), the eigenvalues of S_a S_b are the squared singular values of
-    A B^T / sqrt((n_a - 1)(n_b - 1)), so the trace of the root is their sum (no D x D matrix)."""
-    x, y = a.double().numpy(), b.double().numpy()
-    ca, cb = x - x.mean(0), y - y.mean(0)
-    na, nb = len(x) - 1, len(y) - 1
-    root = np.linalg.svd(ca @ cb.T, compute_uv=False).sum() / np.sqrt(na * nb)
-    mean = np.sum((x.mean(0) - y.mean(0)) ** 2)
-    return float(mean + np.sum(ca**2) / na + np.sum(cb**2) / nb - 2 * root)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +60,7 @@ def networks(tmp_path_factory):
 def test_frechet_oracle_against_the_package():
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(40, 12, generator=g), 0.5 + 2 * torch.randn(30, 12, generator=g)
-    assert abs(frechet_oracle(a, b) - float(frechet_distance(a, b))) <= 1e-9 * float(frechet_distance(a, b))
+    assert abs(oracle.frechet_few_samples(a, b) - float(frechet_distance(a, b))) <= 1e-9 * float(frechet_distance(a, b))
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -84,9 +73,9 @@ def test_tf1_features_equal_torch_fidelity(networks, size):
         mine_float = ours(images[:2].float() / 255)
     spread = float(theirs.max() - theirs.min())
     max_diff = float((mine - theirs).abs().max())
-    fd_same = frechet_oracle(mine, theirs)
+    fd_same = oracle.frechet_few_samples(mine, theirs)
     half = NUM_IMAGES // 2
-    fd_scale = frechet_oracle(theirs[:half], theirs[half:])
+    fd_scale = oracle.frechet_few_samples(theirs[:half], theirs[half:])
     ratio = fd_same / fd_scale
     print(f"\nvgg16 tf1 vs torch-fidelity {size}px: max|diff|/range {max_diff / spread:.2e}, FD ratio {ratio:.2e}")
     assert max_diff <= 1e-4 * spread
