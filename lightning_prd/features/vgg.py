@@ -65,6 +65,7 @@ from lightning_prd.features.images import (
     ImageExtractor,
     WeightsArg,
     as_float_images,
+    file_sha256,
     load_into,
     load_state_dict,
     preprocess_images,
@@ -73,7 +74,6 @@ from lightning_prd.features.images import (
 )
 from lightning_prd.features.resize import QUANTISATION_RULES, quantise, resize_tf1
 from lightning_prd.features.vgg_nvlabs import is_torchscript_file, nvlabs_uint8_images
-from lightning_prd.features.writer import sha256_of
 
 FILENAME = "vgg16-397923af.pth"
 URL = "https://download.pytorch.org/models/vgg16-397923af.pth"
@@ -208,7 +208,7 @@ class VGG16Features(ImageExtractor):
         self.net = net
         self.layer, self.resize, self.quantisation = layer, mode, quantisation
         self.name = "vgg16"
-        self.weights_sha256 = sha256_of(source) if isinstance(source, Path) else None
+        self.weights_sha256 = file_sha256(source) if isinstance(source, Path) else None
         self.preprocessing: Dict[str, Any] = {
             "resize": _RESIZE_LABELS[mode],
             "quantisation": quantisation,

@@ -64,8 +64,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import FeatureExtractor
+from lightning_prd.features.images import file_sha256
 from lightning_prd.features.resize import uint8_images
-from lightning_prd.features.writer import sha256_of
 
 FILENAME = "vgg16.pt"
 URL = "https://nvlabs-fi-cdn.nvidia.com/stylegan2-ada-pytorch/pretrained/metrics/vgg16.pt"
@@ -167,7 +167,7 @@ class NVlabsVGG16Features(FeatureExtractor):
             )
         self.net = torch.jit.load(str(path), map_location="cpu")  # runs the archive's code: trusted files only
         self.name = "vgg16-nvlabs"
-        self.weights_sha256 = sha256_of(path)
+        self.weights_sha256 = file_sha256(path)
         self.preprocessing: Dict[str, Any] = {
             "resize": "inside the TorchScript file",
             "quantisation": QUANTISATION,

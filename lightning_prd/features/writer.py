@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -46,6 +45,7 @@ import torch
 
 from lightning_prd.features._cache_files import SAMPLES_ENTRY
 from lightning_prd.features._cache_io import checksum
+from lightning_prd.features.images import file_sha256
 from lightning_prd.features.reference_files import PROVENANCE_FORMAT
 from lightning_prd.functional.engine.inputs import as_features
 
@@ -53,15 +53,6 @@ from lightning_prd.functional.engine.inputs import as_features
 DISTRIBUTION = "lightning-prd"
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def sha256_of(path: PathLike, chunk: int = 1 << 20) -> str:
-    """The SHA-256 of a file's bytes, as a hex string (read in ``chunk``-byte pieces)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for piece in iter(lambda: handle.read(chunk), b""):
-            digest.update(piece)
-    return digest.hexdigest()
 
 
 def _installed_version() -> Optional[str]:
@@ -134,7 +125,7 @@ def write_features(
     if extractor is not None:
         provenance["extractor"] = str(extractor)
     if weights is not None:
-        provenance["weights_sha256"] = sha256_of(weights)
+        provenance["weights_sha256"] = file_sha256(weights)
     if preprocessing is not None:
         provenance["preprocessing"] = preprocessing
     found = version if version is not None else _installed_version()
