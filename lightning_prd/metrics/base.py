@@ -21,6 +21,25 @@ EXTRA_ROLES = ("test",)
 ALL_ROLES = ("real", "fake") + EXTRA_ROLES
 
 
+def check_like_accumulated(
+    batch: Tensor, first: Optional[Tensor], *, name: str, unit: str, compute_on_cpu: bool
+) -> None:
+    """``ValueError`` when ``batch`` (argument ``name``) has another width (``unit`` per sample) or device than
+    ``first``, a batch accumulated before (None: nothing accumulated yet, anything goes)."""
+    if first is None:
+        return
+    if batch.shape[1] != first.shape[1]:
+        raise ValueError(
+            f"Expected argument `{name}` to have {first.shape[1]} {unit} like the samples accumulated so far, "
+            f"but got shape {tuple(batch.shape)}"
+        )
+    if batch.device != first.device and not compute_on_cpu:
+        # (with compute_on_cpu torchmetrics moves the states to the CPU after each update)
+        raise ValueError(
+            f"Expected argument `{name}` on {first.device} like the samples accumulated so far, but got {batch.device}"
+        )
+
+
 class FeatureMetric(Metric):
     """Accumulates real and generated features (``update(features, real)``) and computes at the end.
 
@@ -177,17 +196,7 @@ class FeatureMetric(Metric):
         feats = as_features(out, "features", allow_empty=True).detach()
         lab = self._check_labels(labels, feats.shape[0], feats.device, which)
         first = self._first_accumulated()
-        if first is not None and feats.shape[1] != first.shape[1]:
-            raise ValueError(
-                f"Expected argument `features` to have {first.shape[1]} features like the samples accumulated so far, "
-                f"but got shape {tuple(feats.shape)}"
-            )
-        if first is not None and feats.device != first.device and not self.compute_on_cpu:
-            # (with compute_on_cpu torchmetrics moves the states to the CPU after each update)
-            raise ValueError(
-                f"Expected argument `features` on {first.device} like the samples accumulated so far, "
-                f"but got {feats.device}"
-            )
+        check_like_accumulated(feats, first, name="features", unit="features", compute_on_cpu=self.compute_on_cpu)
         if _shares_memory(feats, out):
             feats = feats.clone()
         if first is None and feats.shape[0]:  # the first samples fix the width: drop empty batches of another

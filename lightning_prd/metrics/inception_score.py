@@ -18,6 +18,7 @@ from lightning_prd.functional.inception_score import (
     inception_score_summary,
     split_scores,
 )
+from lightning_prd.metrics.base import check_like_accumulated
 from lightning_prd.metrics.gather import gather_features
 
 #: the entry of an extractor's dict output that holds the class logits
@@ -106,16 +107,7 @@ class InceptionScore(Metric):
             out = out[LOGITS_KEY]
         batch = as_features(out, "logits", allow_empty=True).detach()
         first = next((t for t in self._batches() if t.shape[0]), None)
-        if first is not None and batch.shape[1] != first.shape[1]:
-            raise ValueError(
-                f"Expected argument `logits` to have {first.shape[1]} classes like the samples accumulated so far, "
-                f"but got shape {tuple(batch.shape)}"
-            )
-        if first is not None and batch.device != first.device and not self.compute_on_cpu:
-            raise ValueError(
-                f"Expected argument `logits` on {first.device} like the samples accumulated so far, "
-                f"but got {batch.device}"
-            )
+        check_like_accumulated(batch, first, name="logits", unit="classes", compute_on_cpu=self.compute_on_cpu)
         if batch.shape[0]:  # an empty batch neither adds samples nor fixes the width
             self.fake_logits = self._batches() + [batch.clone()]
 
