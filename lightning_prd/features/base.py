@@ -74,13 +74,21 @@ class FeatureExtractor(nn.Module):
         return describe_extractor(self)
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """``value`` as JSON-safe data: torch dtypes by name, tuples as lists, dict keys as strings, other objects
+    by ``str``.
+
+    Example:
+        >>> import torch
+        >>> json_value({"dtype": torch.float32, "size": (299, 299), 1: None})
+        {'dtype': 'float32', 'size': [299, 299], '1': None}
+    """
     if isinstance(value, torch.dtype):
         return str(value).replace("torch.", "")
     if isinstance(value, (tuple, list)):
-        return [_json_value(v) for v in value]
+        return [json_value(v) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): _json_value(v) for k, v in value.items()}
+        return {str(k): json_value(v) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
@@ -123,7 +131,7 @@ def describe_extractor(extractor: Any) -> Dict[str, Any]:
     sha = getattr(extractor, "weights_sha256", None)
     pre = getattr(extractor, "preprocessing", None)
     pre = dict(pre) if isinstance(pre, Mapping) else _default_preprocessing(extractor)
-    out = {"name": name, "weights_sha256": sha if isinstance(sha, str) else None, "preprocessing": _json_value(pre)}
+    out = {"name": name, "weights_sha256": sha if isinstance(sha, str) else None, "preprocessing": json_value(pre)}
     arch = getattr(extractor, "arch", None)
     if isinstance(arch, str) and arch:
         out["arch"] = arch

@@ -30,7 +30,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from lightning_prd.features.base import describe_extractor
+from lightning_prd.features.base import describe_extractor, json_value
 from lightning_prd.protocols.table import get_protocol
 
 FINGERPRINT_KEYS = (
@@ -53,18 +53,6 @@ FINGERPRINT_KEYS = (
 IGNORED_BY_DEFAULT = ("version",)
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, torch.dtype):
-        return str(value).replace("torch.", "")
-    if isinstance(value, (tuple, list)):
-        return [_json(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _json(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
-
-
 def _version() -> Optional[str]:
     root = sys.modules.get("lightning_prd")  # read, not imported: the root imports the callback, which imports us
     version = getattr(root, "__version__", None)
@@ -74,7 +62,7 @@ def _version() -> Optional[str]:
 def _dtype_of(extractor: Any) -> Optional[str]:
     if isinstance(extractor, torch.nn.Module):
         for tensor in extractor.parameters():
-            return _json(tensor.dtype)
+            return json_value(tensor.dtype)
     return None
 
 
@@ -111,13 +99,13 @@ def fingerprint(
     quantisation = pre.get("quantisation", p.quantisation if p is not None else None)
     return {
         "protocol": p.name if p is not None else None,
-        "extractor": _json(described["name"]),
-        "arch": _json(described.get("arch")),
-        "weights_sha256": _json(described.get("weights_sha256")),
-        "resize": _json(pre.get("resize")),
-        "quantisation": _json(quantisation),
-        "input_size": _json(pre.get("input_size")),
-        "dtype": _json(dtype) if dtype is not None else _dtype_of(extractor),
+        "extractor": json_value(described["name"]),
+        "arch": json_value(described.get("arch")),
+        "weights_sha256": json_value(described.get("weights_sha256")),
+        "resize": json_value(pre.get("resize")),
+        "quantisation": json_value(quantisation),
+        "input_size": json_value(pre.get("input_size")),
+        "dtype": json_value(dtype) if dtype is not None else _dtype_of(extractor),
         "num_real": None if num_real is None else int(num_real),
         "num_fake": None if num_fake is None else int(num_fake),
         "k": int(k) if k is not None else (p.k if p is not None else None),
@@ -137,4 +125,4 @@ def fingerprint_differences(
     compared, since the Fréchet distance and precision/recall depend on them.
     """
     keys = [key for key in dict.fromkeys([*a, *b]) if key not in ignore]
-    return {key: (a.get(key), b.get(key)) for key in keys if _json(a.get(key)) != _json(b.get(key))}
+    return {key: (a.get(key), b.get(key)) for key in keys if json_value(a.get(key)) != json_value(b.get(key))}
