@@ -1,6 +1,7 @@
 """Point sets ready for tile GEMMs, their rounding bounds, and the screen's pass offset.
 
-Stage: first above :mod:`.bounds` and :mod:`.screen` (may call only those). A
+Stage: first above :mod:`.bounds`, :mod:`.screen` and :mod:`.threads` (may call only those;
+the chunks of rows of its preparation run in worker threads, :func:`.threads.each`). A
 :class:`PointSet` holds the rows as given (for exact float64 recomputation), the shared
 centre (the real mean: centring keeps the GEMM identity accurate), the centred squared norms
 in the compute dtype, optionally a centred working copy, and the bfloat16 screen rows where
@@ -32,6 +33,7 @@ from lightning_prd.functional.knn.screen import (
     screen_available,
     screen_forced,
 )
+from lightning_prd.functional.knn.threads import each
 
 #: Extra candidates kept beyond k in running top-k lists, so that float64 refinement can
 #: reorder near-ties without a second pass.
@@ -111,8 +113,12 @@ def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, cache_bytes: int
     screened = screen(points, centre) if screens and screen_available(points.device, dtype, *points.shape) else None
     out = with_centred(PointSet(points, centre, sq, screened=screened), cache_bytes)
     chunk = max(1, NORM_CHUNK_VALUES // max(1, points.shape[1]))
-    for s0 in range(0, points.shape[0], chunk):
-        sq[s0 : s0 + chunk] = out.block(slice(s0, s0 + chunk)).pow(2).sum(1)
+
+    def norms(c: int) -> None:
+        rows = slice(c * chunk, (c + 1) * chunk)
+        sq[rows] = out.block(rows).pow(2).sum(1)
+
+    each(norms, -(-points.shape[0] // chunk), points.device, points.numel())
     return out
 
 
@@ -127,7 +133,15 @@ def with_centred(points: PointSet, cache_bytes: int) -> PointSet:
         return points
     if points.centred is not None or len(points) * points.dim * points.centre.element_size() > cache_bytes:
         return points
-    return replace(points, centred=points.original.to(points.dtype) - points.centre)
+    centred = torch.empty(points.original.shape, dtype=points.dtype, device=points.original.device)
+    chunk = max(1, NORM_CHUNK_VALUES // max(1, points.dim))
+
+    def centre(c: int) -> None:
+        rows = slice(c * chunk, (c + 1) * chunk)
+        torch.sub(points.original[rows].to(points.dtype), points.centre, out=centred[rows])
+
+    each(centre, -(-len(points) // chunk), points.original.device, centred.numel())
+    return replace(points, centred=centred)
 
 
 def unscreened(points: PointSet, cache_bytes: int) -> PointSet:
@@ -160,8 +174,9 @@ def pass_offset(a: PointSet, b: PointSet) -> float:
     return (a.screened.offset + b.screened.offset) / 2
 
 
-#: Rows sampled to estimate a pass's offset (:func:`estimate_offset`).
+#: Rows sampled to estimate a pass's offset (:func:`estimate_offset`), and columns per block.
 _OFFSET_SAMPLE = 256
+_OFFSET_COLS = 512
 
 
 def estimate_offset(a: PointSet, b: PointSet, k: int, exclude_self: bool) -> float:
@@ -171,11 +186,14 @@ def estimate_offset(a: PointSet, b: PointSet, k: int, exclude_self: bool) -> flo
     rows = torch.linspace(0, len(a) - 1, min(len(a), _OFFSET_SAMPLE), device=a.original.device).round().long()
     a_blk, a_sq = a.block(rows), a.sq_norms[rows, None]
     k = min(k + int(exclude_self), len(b))
-    best = torch.full((len(rows), 0), math.inf, dtype=a.dtype, device=a_blk.device)
-    for j0 in range(0, len(b), 2048):  # small float32 blocks: the estimate adds little memory
-        cols = slice(j0, j0 + 2048)
+
+    def smallest(c: int) -> Tensor:  # small float32 blocks: the estimate adds little memory
+        cols = slice(c * _OFFSET_COLS, (c + 1) * _OFFSET_COLS)
         sq = torch.addmm(a_sq + b.sq_norms[None, cols], a_blk, b.block(cols).T, alpha=-2.0)
-        best = torch.cat([best, sq], 1).topk(min(k, best.shape[1] + sq.shape[1]), dim=1, largest=False).values
+        return sq.topk(min(k, sq.shape[1]), dim=1, largest=False).values
+
+    parts = each(smallest, -(-len(b) // _OFFSET_COLS), a.original.device, len(rows) * len(b) * a.dim)
+    best = torch.cat(parts, 1).topk(k, dim=1, largest=False).values
     return float(best[:, -1].clamp(min=0).median())
 
 

@@ -1,7 +1,7 @@
 """The bfloat16 screen of the k-NN tiles: cheaper tiles with a rigorous, wider interval.
 
-Stage: beside :mod:`.bounds` (imports only torch); the rows it builds are tiled by
-:mod:`.tiling` and bounded by :class:`.bounds.Bound`.
+Stage: beside :mod:`.bounds` (may call :mod:`.threads`, which builds its rows in worker
+threads); the rows it builds are tiled by :mod:`.tiling` and bounded by :class:`.bounds.Bound`.
 
 Where the CPU multiplies bfloat16 natively (about 4x the float32 GEMM rate on AVX512-BF16 /
 AMX), tiles of float32 sets are one bfloat16 GEMM each. Each centred row ``a`` is rounded to bfloat16, ``~a``, and
@@ -48,6 +48,8 @@ from typing import Optional, Union
 
 import torch
 from torch import Tensor
+
+from lightning_prd.functional.knn.threads import each
 
 #: Columns added to each row (three norm parts, three ones), rounded up for aligned GEMM rows.
 _EXTRA = 6
@@ -156,12 +158,19 @@ class Screened:
         return out
 
 
-def screen(original: Tensor, centre: Tensor, chunk: int = 2048) -> Screened:
+#: Values per chunk of rows when the screen rows are built (about 1 MB of float32: the chunk's
+#: temporaries stay in cache, and the chunks spread evenly over the worker threads).
+SCREEN_CHUNK_VALUES = 2**18
+
+
+def screen(original: Tensor, centre: Tensor) -> Screened:
     """The bfloat16 screen rows of ``original - centre`` (see the module docstring).
 
     ``rho`` bounds ``||~a - a||`` for the exactly centred ``a``: the residual of the bfloat16
     rounding of the float32 centred row (exact in float32) plus the rounding of the float32
-    centring (at most ``u`` of each element), each widened for its float32 summation.
+    centring (at most ``u`` of each element), each widened for its float32 summation. The
+    chunks of rows are built in worker threads (:func:`.threads.each`); every value is
+    computed row by row, the same in any thread.
     """
     n, dim = original.shape
     width = -(-(dim + _EXTRA) // _ALIGN) * _ALIGN
@@ -171,7 +180,10 @@ def screen(original: Tensor, centre: Tensor, chunk: int = 2048) -> Screened:
     centre32 = centre.to(torch.float32)
     u32 = 2.0**-24
     widen = 1 + (dim + 2) * u32  # float32 sums of squares: relative error at most (D - 1) u, doubled
-    for s in range(0, n, chunk):
+    chunk = max(16, SCREEN_CHUNK_VALUES // max(1, dim))
+
+    def fill(c: int) -> None:
+        s = c * chunk
         x = original[s : s + chunk].to(torch.float32) - centre32
         low = x.to(torch.bfloat16)
         low.masked_fill_(low.abs() < _TINY, 0.0)  # what the kernels see (they flush subnormals)
@@ -182,6 +194,8 @@ def screen(original: Tensor, centre: Tensor, chunk: int = 2048) -> Screened:
         sq[s : s + chunk] = back.square().sum(1, dtype=torch.float64)  # products exact, summed in float64
         rows[s : s + chunk, :dim] = low
         rows[s : s + chunk, dim + 3 : dim + 6] = 1.0
+
+    each(fill, -(-n // chunk), original.device, n * dim)
     out = Screened(rows, rho, sq, dim)
     out.set_offset(0.0)
     return out

@@ -1,6 +1,6 @@
 """Tile passes in worker threads: one coarse parallel loop, single-threaded work inside it.
 
-Stage: beside :mod:`.shard` (may call :mod:`.shard`, :mod:`.lists`). A pass over tiles runs
+Stage: beside :mod:`.shard` (may call :mod:`.shard`, :mod:`.lists`, :mod:`.workspace`). A pass over tiles runs
 many tile-sized operations (a GEMM, then comparisons, ``nonzero``, ``topk``, merges). With
 PyTorch's intra-op threads, each of them is a parallel region that ends in a barrier: when
 another process holds one of the cores (data-loader workers, another rank, another job), the
@@ -10,8 +10,9 @@ several times slower than on a quiet machine.
 Here the pass runs in ``w`` threads instead (:func:`run`), each computing its own share of the
 tiles with one intra-op thread: no barrier inside a tile. The share is a :class:`ThreadShard`,
 the :class:`.shard.Shard` interface of a DDP split with the threads of this process as its
-ranks: tile ``c`` goes to thread ``c % w``, each thread keeps its own accumulators and running
-lists, and they are combined by the same collectives (any, sum, minimum, maximum, top-k merge,
+ranks: each thread takes the next tile no thread has taken yet (a thread the OS has
+descheduled leaves its tiles to the others), keeps its own accumulators and running lists, and
+they are combined by the same collectives (any, sum, minimum, maximum, top-k merge,
 row gather), here in memory, with a blocking barrier (a waiting thread sleeps and frees its
 core). Under DDP the threads of a rank form the ranks ``rank * w .. rank * w + w - 1`` of a
 larger split: the first thread combines its threads' values and runs the process group's
@@ -38,13 +39,14 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.lists import merge_topk
 from lightning_prd.functional.knn.shard import Shard, pad_rows
+from lightning_prd.functional.knn.workspace import current, worker_slot
 
 #: At most this many worker threads (each Python-level tile step holds the interpreter lock
 #: for a few microseconds; more threads than this would queue on it).
@@ -52,6 +54,8 @@ MAX_WORKERS = 8
 #: Passes of fewer multiply-adds than this (rows x columns x dimension) run in the calling
 #: thread: starting threads costs more than the pass.
 MIN_WORK = 2**24
+#: Stages of :func:`each` touching fewer elements than this run in the calling thread.
+MIN_ELEMENTS = 2**20
 
 T = TypeVar("T")
 
@@ -93,6 +97,14 @@ class _Exchange:
         self.barrier = threading.Barrier(n)
         self.slots: List[Any] = [None] * n
         self.result: Any = None
+        self.lock = threading.Lock()
+        self.owners: Dict[int, int] = {}
+
+    def claim(self, number: int, tid: int) -> bool:
+        """True when thread ``tid`` computes tile ``number``: the first thread to ask for a tile
+        gets it (and keeps it for every later loop over the same numbers in this run)."""
+        with self.lock:
+            return self.owners.setdefault(number, tid) == tid
 
     def combine(self, tid: int, value: Any, fn: Callable[[List[Any]], Any]) -> Any:
         self.slots[tid] = value
@@ -124,6 +136,15 @@ class ThreadShard(Shard):
     threads: int = 1
     parent: Optional[Shard] = None
     exchange: Optional[_Exchange] = field(default=None, repr=False)
+
+    def owns(self, tile_number: int) -> bool:
+        """This process's tiles (``c % parent.world == parent.rank``) go to whichever of its
+        threads asks first: a thread the OS has descheduled leaves its next tiles to the others."""
+        if self.parent is not None and not self.parent.owns(tile_number):
+            return False
+        if self.exchange is None:
+            return super().owns(tile_number)
+        return self.exchange.claim(tile_number, self.tid)
 
     def _all(self, value: Any, fn: Callable[[List[Any]], Any]) -> Any:
         if self.exchange is None:
@@ -176,7 +197,7 @@ def run(fn: Callable[[ThreadShard], T], n: int, shard: Optional[Shard] = None) -
     thread's result (every thread ends with the same one). ``shard``: this process's share of a
     process group, or None. An exception in any thread stops the others at their next
     collective and is raised here. The intra-op thread count and the grad mode of the calling
-    thread are kept."""
+    thread are kept; each thread has its own slot of the caller's :mod:`.workspace`."""
     saved, grad = torch.get_num_threads(), torch.is_grad_enabled()
     intra = max(1, saved // n)
     exchange = _Exchange(n)
@@ -186,11 +207,13 @@ def run(fn: Callable[[ThreadShard], T], n: int, shard: Optional[Shard] = None) -
     results: List[Any] = [None] * n
     errors: List[Optional[BaseException]] = [None] * n
 
+    space = current()  # the caller's pass workspace: each thread gets its own slot of it
+
     def work(tid: int) -> None:
         _state.inside = True
         try:
             torch.set_num_threads(intra)
-            with torch.set_grad_enabled(grad):
+            with torch.set_grad_enabled(grad), worker_slot(space, tid):
                 results[tid] = fn(ThreadShard(base + tid, world, group, True, tid, n, shard, exchange))
         except BaseException as e:  # noqa: BLE001 - re-raised by the calling thread
             errors[tid] = e
@@ -212,3 +235,29 @@ def run(fn: Callable[[ThreadShard], T], n: int, shard: Optional[Shard] = None) -
         first = next((e for e in raised if not isinstance(e, threading.BrokenBarrierError)), raised[0])
         raise first
     return results[0]
+
+
+def each(fn: Callable[[int], T], count: int, device: torch.device, elements: int) -> List[T]:
+    """``[fn(0), ..., fn(count - 1)]`` for the independent chunks of a stage outside the tiles (rows
+    of a set, blocks of columns), computed in worker threads with one intra-op thread each, every
+    thread taking the next chunk not yet taken: the stage's small operations end in no barrier.
+    In the calling thread (with PyTorch's threads) where :func:`workers` gives 1 or the stage touches
+    fewer than :data:`MIN_ELEMENTS` elements. ``fn`` must not depend on which thread runs it (each
+    chunk writes its own rows); the results come in chunk order.
+
+    Example:
+        >>> each(lambda i: i * i, 4, torch.device("cpu"), 2**22)
+        [0, 1, 4, 9]
+    """
+    n = min(count, workers(device, MIN_WORK if elements >= MIN_ELEMENTS else 0))
+    if n <= 1:
+        return [fn(i) for i in range(count)]
+    out: List[Any] = [None] * count
+
+    def take(shard: ThreadShard) -> None:
+        for i in range(count):
+            if shard.owns(i):
+                out[i] = fn(i)
+
+    run(take, n)
+    return out
