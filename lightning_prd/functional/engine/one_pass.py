@@ -24,6 +24,7 @@ from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
 from lightning_prd.functional.knn.self_pass import LooseRadius
 from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.knn.workspace import pass_workspace
 
 
 @dataclass
@@ -147,6 +148,7 @@ def knn_pass(real: Any, fake: Any, **options: Any) -> PassResult:
 
 
 @knn.ieee_float32()  # the tiles' rounding bounds assume IEEE float32 products
+@pass_workspace()  # scratch buffers kept for the whole pass (no page faults per chunk)
 def run_pass(
     sets: FeatureSets,
     *,

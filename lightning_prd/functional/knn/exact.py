@@ -1,7 +1,7 @@
 """Exact recomputation: float64 distances of chosen pairs, and the rigorous per-row fallback.
 
 Stage: above :mod:`.tiling` (may call :mod:`.tiling`, :mod:`.points`, :mod:`.bounds`,
-:mod:`.lists`). Every radius, nearest distance and ambiguous decision of the engine ends
+:mod:`.lists`, :mod:`.workspace`). Every radius, nearest distance and ambiguous decision of the engine ends
 here as ``sum((a - b)^2)`` in float64 on the original rows: float32 inputs widen exactly,
 so a bitwise copy is at distance exactly 0 and two calls give the same bits.
 :func:`exact_rows_topk` finds the exact ``t`` nearest of rows whose candidate lists could not
@@ -31,6 +31,7 @@ from lightning_prd.functional.knn.lists import (
 )
 from lightning_prd.functional.knn.points import PointSet, bound
 from lightning_prd.functional.knn.tiling import tiles
+from lightning_prd.functional.knn.workspace import scratch
 
 
 def exact_sq_dist(a: Tensor, b: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
@@ -62,10 +63,11 @@ def exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[in
         chunk = max(256, _PAIR_CHUNK_BYTES // (16 * max(1, a.shape[1])))
     out = torch.empty(ia.shape[0], dtype=torch.float64, device=a.device)
     m = min(chunk, ia.shape[0])
-    # reused buffers: a fresh allocation per chunk costs more in page faults than the arithmetic
-    rows_a = torch.empty((m, a.shape[1]), dtype=a.dtype, device=a.device)
-    rows_b = torch.empty((m, b.shape[1]), dtype=b.dtype, device=a.device)
-    diff = torch.empty((m, a.shape[1]), dtype=torch.float64, device=a.device)
+    # the pass's scratch buffers: a fresh allocation per chunk or call costs more in page faults
+    # than the arithmetic
+    rows_a = scratch("pairs_a", m * a.shape[1], a.dtype, a.device).view(m, a.shape[1])
+    rows_b = scratch("pairs_b", m * b.shape[1], b.dtype, a.device).view(m, b.shape[1])
+    diff = scratch("pairs_diff", m * a.shape[1], torch.float64, a.device).view(m, a.shape[1])
     for s in range(0, ia.shape[0], chunk):
         c = min(chunk, ia.shape[0] - s)
         torch.index_select(a, 0, ia[s : s + c], out=rows_a[:c])
@@ -168,7 +170,8 @@ def direct_sq(a: Tensor, b: Tensor, idx: Tensor) -> Tensor:
     n, t = idx.shape
     out = torch.empty((n, t), dtype=a.dtype, device=a.device)
     chunk = max(1, _DIRECT_CHUNK_BYTES // (t * a.shape[1] * a.element_size()))
-    buf = torch.empty((min(chunk, n) * t, a.shape[1]), dtype=b.dtype, device=a.device)  # reused: no page faults
+    cap = min(chunk, n) * t
+    buf = scratch("direct", cap * a.shape[1], b.dtype, a.device).view(cap, a.shape[1])  # no page faults
     for s in range(0, n, chunk):
         rows = idx[s : s + chunk].reshape(-1)
         diff = torch.index_select(b, 0, rows, out=buf[: rows.numel()]).view(-1, t, a.shape[1])

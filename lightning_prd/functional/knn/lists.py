@@ -1,4 +1,4 @@
-"""Sorted candidate lists: the bottom stage of the k-NN engine (imports only torch).
+"""Sorted candidate lists: the bottom stage of the k-NN engine (imports only torch and :mod:`.workspace`).
 
 Every stage that keeps "the ``t`` nearest so far" uses these helpers: per-row lists of
 ``(value, index)`` sorted by value, merged by one ``topk``; tiles merged into them; candidate
@@ -20,6 +20,8 @@ from typing import Sequence, Tuple
 
 import torch
 from torch import Tensor
+
+from lightning_prd.functional.knn.workspace import tile_mask
 
 
 def sync_free(device: torch.device) -> bool:
@@ -95,7 +97,8 @@ def merge_tile(
     thr = vals[span, -1]  # the lists are sorted: the t-th value of each entity
     cand = None
     if not sync_free and not bool(torch.isinf(thr).any()):
-        cand = (sq < (thr[None, :] if dim == 0 else thr[:, None])).nonzero(as_tuple=True)
+        below = torch.lt(sq, thr[None, :] if dim == 0 else thr[:, None], out=tile_mask(sq, "lists"))
+        cand = below.nonzero(as_tuple=True)
         if cand[0].numel() > sq.numel() // 16:  # many candidates (early tiles): topk is cheaper
             cand = None
     if cand is None:

@@ -1,6 +1,6 @@
 """Ball membership of a cross tile: which pairs have ``d^2 <= r^2``, decided exactly.
 
-Stage: used by the cross pass (may call :mod:`.bounds` only; exact distances come in as a
+Stage: used by the cross pass (may call :mod:`.bounds` and :mod:`.workspace` only; exact distances come in as a
 callable). A pair is inside a ball when its tile value is at or below the bound's *sure*
 threshold, outside when above the *maybe* threshold; pairs between are decided from their
 float64 distance. Balls are closed (``d^2 <= r^2``, ``DESIGN.md``) unless ``strict`` asks for
@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn.bounds import Bound
+from lightning_prd.functional.knn.workspace import tile_mask
 
 #: Above this share of candidate pairs in a tile, membership stays a dense mask.
 _SPARSE_SHARE = 1 / 16
@@ -127,7 +128,7 @@ class Members:
             sel = v <= hi[r]
             self._sparse(r[sel], c[sel], v[sel], thr, lo, exact_fn)
             return
-        maybe = sq <= hi[:, None]
+        maybe = torch.le(sq, hi[:, None], out=tile_mask(sq, "members"))
         if int(torch.count_nonzero(maybe)) <= _SPARSE_SHARE * sq.numel():
             r, c = maybe.nonzero(as_tuple=True)
             self._sparse(r, c, sq[r, c], thr, lo, exact_fn)

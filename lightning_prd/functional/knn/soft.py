@@ -1,7 +1,7 @@
 r"""Soft ball products of a cross tile (probabilistic precision and recall), float64-exact.
 
 Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.lists`,
-:mod:`.points`, :mod:`.refine`, :mod:`.shard`; the tiles' exact distances come in as a
+:mod:`.points`, :mod:`.refine`, :mod:`.shard`, :mod:`.workspace`; the tiles' exact distances come in as a
 callable). With one radius ``R`` per direction, a query ``q`` gets
 :math:`1 - \prod_i (1 - p_i)`, :math:`p_i = \max(0, 1 - d(q, x_i) / R)`: the product is
 :math:`\exp L` with :math:`L = \sum_{i: d_i < R} \log(d_i / R)`, a sum of logs over the tiles.
@@ -45,6 +45,7 @@ from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.points import PointSet
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.knn.workspace import scratch
 
 #: Queries recomputed per chunk of direct float64 distances.
 _CHUNK = 256
@@ -143,7 +144,8 @@ class SoftProducts:
             # the pairs outside R are clamped at y = 1 and add 0
             alpha, beta = _affine(rb, thr)
             # (y >= 0 raises the bound of a term that rounding left below 0: still an upper bound)
-            y = torch.addcmul(beta.to(dt)[:, None], sq, alpha.to(dt)[:, None]).clamp_(0.0, 1.0)
+            y = scratch("soft", sq.numel(), dt, sq.device).view(sq.shape)  # the pass's buffer: no page faults
+            torch.addcmul(beta.to(dt)[:, None], sq, alpha.to(dt)[:, None], out=y).clamp_(0.0, 1.0)
             n_other = sq.shape[dim]
             total, sum_err = _block_sum(y, dim)
             # float rounding: each term below 1 within 4 eps (products, sums, the dtype of alpha, beta)
