@@ -14,7 +14,8 @@ then times in the same state:
 
 and prints the fastest of ``--repeats`` calls of each, their call-to-call spread (slowest /
 fastest), the ratio ``ours / gemm`` and the minor page faults of one pass (``ru_minflt``: memory
-the pass touches for the first time, e.g. buffers allocated and freed per tile).
+the pass touches for the first time, e.g. buffers allocated and freed per tile; the fewest of the
+calls, the steady state).
 
 Loads (each a separate process, bounded: it exits by itself after ``--load-seconds`` and is
 killed when its row is done):
@@ -72,16 +73,16 @@ def start_load(name: str, seconds: float) -> List[subprocess.Popen]:
 
 
 def timed(fn: Callable[[], object], repeats: int) -> Tuple[float, float, float]:
-    """Fastest seconds of ``repeats`` calls, slowest / fastest, and the minor page faults of the first."""
-    times, faults = [], 0
-    for i in range(repeats):
+    """Fastest seconds of ``repeats`` calls, slowest / fastest, and the fewest minor page faults
+    of a call (the steady state: the first call of a process also grows the allocator's heap)."""
+    times, faults = [], []
+    for _ in range(repeats):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-        if i == 0:
-            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    return min(times), max(times) / min(times), float(faults)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return min(times), max(times) / min(times), float(min(faults))
 
 
 def knn_scores(real: torch.Tensor, fake: torch.Tensor) -> Dict[str, torch.Tensor]:
