@@ -202,6 +202,21 @@ def test_a_test_set_without_a_score_that_uses_it_raises_in_setup(tmp_path):
         _fit(tmp_path, cb)
 
 
+def test_num_test_keeps_the_first_held_out_samples(tmp_path):
+    gen = Recorder(False)
+    cb = PRDCallback(REAL, test=TEST, num_test=60, sample_fn=gen, num_samples=N_FAKE, batch_size=25, metric=METRIC)
+    trainer = _fit(tmp_path, cb)
+    fake = torch.cat(gen.calls[-5:])  # the last evaluation's 120 samples, drawn in batches of 25
+    assert fake.shape[0] == N_FAKE
+    want, whole = _reference(REAL, fake, TEST[:60]), _reference(REAL, fake, TEST)
+    assert want["fld"] != whole["fld"]  # the cap changes the held-out scores: the check below can fail
+    for key in ("ct", "fld", "fld_gap", "fld_nll_test"):
+        assert float(trainer.callback_metrics[f"prd/{key}"]) == pytest.approx(want[key], rel=1e-6, abs=1e-9), key
+    for bad, kind in ((0, ValueError), (-3, ValueError), (2.5, ValueError)):
+        with pytest.raises(kind, match=r"`num_test`"):
+            PRDCallback(REAL, test=TEST, num_test=bad, metric=METRIC)
+
+
 def test_bad_test_values_name_the_argument(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"Expected argument `test` to be an existing path, but .*nope.npy"):
         PRDCallback(REAL, test=str(tmp_path / "nope.npy"), metric=METRIC)

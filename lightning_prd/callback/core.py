@@ -63,6 +63,7 @@ class PRDCallbackCore(RealSide):
         evaluate_on_train_end: bool = True,
         cache_dir: Union[None, str, os.PathLike[str], RealFeatureCache] = None,
         test: Union[None, str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]] = None,
+        num_test: Optional[int] = None,
         real_labels: Any = None,
         log_closest_pairs: int = 0,
         protocol: Union[None, str, Protocol] = None,
@@ -94,6 +95,7 @@ class PRDCallbackCore(RealSide):
             check_cacheable(self.feature_extractor, self.cache.name)  # fail early
         self.real = real  # resolved and checked (RealSide)
         self._set_real_labels(real_labels)
+        self.num_test = None if num_test is None else check_positive_int(num_test, "num_test")
         self.test = test  # resolved like `real`
         self._images: List[Tensor] = []
         #: rank 0's samples of the closest pairs of the last evaluation (generated, real)

@@ -135,6 +135,8 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             raises ``ValueError`` naming ``test`` when such a score is on without it, or when it is
             given and no score uses it. Example: ``PRDCallback(train_x, test=held_out_x,
             metric=dict(data_copying=True))``.
+        num_test: use at most this many samples of ``test`` (the first ones, like ``num_real``; under
+            DDP each rank reads its block of them). Default (None): all of them.
         real_labels: with a per-class metric (``metric=dict(per_class=True)``) and ``real`` a tensor, an
             image folder or a features file: one integer class label per row of ``real``, in its order (a
             1-D tensor, array or list; the first ``num_real`` are used). A DataLoader's batches carry

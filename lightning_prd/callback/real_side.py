@@ -44,6 +44,8 @@ class RealSide:
     feature_extractor: Any
     metric: Any
     num_real: Optional[int]
+    #: use at most this many held-out samples of ``test`` (the first ones); None: all
+    num_test: Optional[int] = None
     batch_size: int
     log_images: bool
     cache: Optional[RealFeatureCache]
@@ -183,7 +185,7 @@ class RealSide:
                 self._real_rows += f.shape[0]
             if self._test_source is not None:
                 test = self._test_source
-                for f in self._chunks(test, "test", None, rank, world):
+                for f in self._chunks(test, "test", self.num_test, rank, world):
                     feats = self._features(f, device, "the samples of argument `test`") if test.embedded else f
                     self._feed(feats.to(device), "test", None)
         except BaseException:
