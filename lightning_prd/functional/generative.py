@@ -345,9 +345,10 @@ def generative_metrics(
 
     Returns:
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
-        dtype; ``frechet_distance``, ``kid``, ``kid_std``, ``vendi``, ``vendi_real`` and the PRD
-        curves are float64.
-        dtype; ``frechet_distance``, ``cmmd`` and the PRD curves are float64.
+        dtype; the scores of separate float64 computations are float64: ``frechet_distance``,
+        ``frechet_distance_infinity``, ``kid``, ``kid_std``, ``vendi``, ``vendi_real``, ``cmmd``,
+        ``top_precision`` / ``top_recall`` / ``top_f1``, ``ct``, ``authenticity_percentage``, the
+        ``fld*`` values and the PRD curves; ``ct_cells`` is int64.
 
     Example:
         The 1-D worked example of the course note "Precision and recall for generative models" (k = 1):

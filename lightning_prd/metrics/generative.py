@@ -125,11 +125,11 @@ class GenerativeMetrics(FeatureMetric):
     ``prd_precision``, ``prd_recall``; with ``alpha_beta``: ``alpha_precision``,
     ``beta_recall``, ``authenticity`` and the curves ``alphas``, ``alpha_precision_curve``,
     ``beta_recall_curve``; with ``kid``: ``kid``, ``kid_std``; with ``vendi``: ``vendi`` (generated
-    set), ``vendi_real`` (real set); with ``realism``: ``realism`` ``[M]`` (per-sample scores; no average is
-    reported: a sample at distance 0 from a kept real sample scores ``inf``).
-    ``beta_recall_curve``; with ``cmmd``: ``cmmd`` (float64); with ``realism``: ``realism``
-    ``[M]`` (per-sample scores; no average is reported: a sample at distance 0 from a kept real
-    sample scores ``inf``).
+    set), ``vendi_real`` (real set); with ``cmmd``: ``cmmd`` (float64); with ``fd_infinity``:
+    ``frechet_distance_infinity``; with ``data_copying``: ``ct``, ``ct_cells``,
+    ``authenticity_percentage``; with ``fld``: the ``fld*`` values; with ``per_class``: the
+    per-class scores named above; with ``realism``: ``realism`` ``[M]`` (per-sample scores; no
+    average is reported: a sample at distance 0 from a kept real sample scores ``inf``).
 
     Example:
         >>> import torch
