@@ -11,6 +11,7 @@ import csv
 import glob
 import math
 import os
+import re
 import sys
 import types
 import warnings
@@ -144,6 +145,53 @@ def _layouts(log_dir):
         layout.ParseFromString(tensor_util.make_ndarray(event.tensor_proto).item())
         out.append({cat.title: {c.title: list(c.multiline.tag) for c in cat.chart} for cat in layout.category})
     return out
+
+
+def test_class_names_name_the_per_class_charts(tmp_path):
+    names = {0: "disc", 2: "ring"}  # class 1 keeps its number
+    cb = PRDCallback(
+        REAL,
+        real_labels=REAL_LABELS,
+        sample_fn=Recorder(),
+        num_samples=N_FAKE,
+        batch_size=N_FAKE,
+        metric=PER_CLASS,
+        class_names=names,
+    )
+    trainer = _fit(tmp_path, cb)
+    plain = PRDCallback(
+        REAL, real_labels=REAL_LABELS, sample_fn=Recorder(), num_samples=N_FAKE, batch_size=N_FAKE, metric=PER_CLASS
+    )
+    _fit(tmp_path / "plain", plain)
+    got, want = cb.history[-1], plain.history[-1]
+    renamed = {
+        k.replace("/0", "/disc").replace("/2", "/ring") if k.startswith("per_class/") else k: v for k, v in want.items()
+    }
+    assert got == pytest.approx(renamed, nan_ok=True)  # the same draws (the callback's fixed noise), renamed
+    assert got["per_class/coverage/ring"] == 0.0 and "per_class/coverage/1" in got
+    assert float(trainer.callback_metrics["prd/lowest_coverage_class"]) == 2  # the label stays a number
+    assert PRDCallback(REAL, real_labels=REAL_LABELS, metric=PER_CLASS, class_names=["a", "b", "c"]).class_names == {
+        0: "a",
+        1: "b",
+        2: "c",
+    }
+
+
+@pytest.mark.parametrize(
+    "bad, kind, match",
+    [
+        ("abc", TypeError, "a list of names or a mapping"),
+        ({"0": "a"}, TypeError, "integer class labels, but got '0'"),
+        (["a", ""], ValueError, "non-empty names without '/', but got '' for class 1"),
+        (["a/b"], ValueError, "but got 'a/b' for class 0"),
+        (["a", "a"], ValueError, "distinct names"),
+    ],
+)
+def test_bad_class_names_name_the_argument(bad, kind, match):
+    with pytest.raises(kind, match=r"`class_names`.*" + re.escape(match)):
+        PRDCallback(REAL, real_labels=REAL_LABELS, metric=PER_CLASS, class_names=bad)
+    with pytest.raises(ValueError, match=r"`class_names` only with a per-class metric"):
+        PRDCallback(REAL, class_names=["a"], metric=dict(prd=False))
 
 
 def test_labelled_loader_batches_give_the_same_scores_as_real_labels_and_csv_has_one_column_per_class(tmp_path):

@@ -10,7 +10,7 @@ logging :mod:`~lightning_prd.callback.publish`, the fixed noise :mod:`~lightning
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from lightning_prd.callback.closest_pairs import gather_pairs, pair_grid
+from lightning_prd.callback.labels import check_class_names
 from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_sample_fn
 from lightning_prd.callback.protocol import counts, metric_with, resolve, run_fingerprint, total_rows, warn_if_changed
 from lightning_prd.callback.publish import log_samples, log_scores, per_class_scalars, sample_grids, warn_no_grid
@@ -65,6 +66,7 @@ class PRDCallbackCore(RealSide):
         test: Union[None, str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]] = None,
         num_test: Optional[int] = None,
         real_labels: Any = None,
+        class_names: Union[None, Sequence[str], Mapping[int, str]] = None,
         log_closest_pairs: int = 0,
         protocol: Union[None, str, Protocol] = None,
         weights: Union[None, str, os.PathLike[str]] = None,
@@ -95,6 +97,13 @@ class PRDCallbackCore(RealSide):
             check_cacheable(self.feature_extractor, self.cache.name)  # fail early
         self.real = real  # resolved and checked (RealSide)
         self._set_real_labels(real_labels)
+        #: chart names of the class labels of a per-class metric ({label: name}), or None
+        self.class_names = check_class_names(class_names)
+        if self.class_names is not None and getattr(self.metric, "per_class", False) is not True:
+            raise ValueError(
+                "Expected argument `class_names` only with a per-class metric (metric=dict(per_class=True)), "
+                f"but got {class_names!r} without one"
+            )
         self.num_test = None if num_test is None else check_positive_int(num_test, "num_test")
         self.test = test  # resolved like `real`
         self._images: List[Tensor] = []
@@ -240,7 +249,7 @@ class PRDCallbackCore(RealSide):
         epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if is_scalar(v)}
-        scalars.update(per_class_scalars(self.last_result))
+        scalars.update(per_class_scalars(self.last_result, self.class_names))
         curves = {
             k: self.last_result[k].double().numpy().reshape(-1)
             for k in CURVE_KEYS

@@ -25,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -102,3 +102,38 @@ def relabel(features: Iterable[Tensor], seen: List[Optional[Tensor]]) -> Iterato
         at += f.shape[0]
     if labels is not None and at != labels.shape[0]:
         raise RuntimeError(f"PRDCallback: {at} real features came back for {labels.shape[0]} labelled real samples")
+
+
+def check_class_names(value: Any) -> Optional[Dict[int, str]]:
+    """``class_names`` as ``{label: name}``: a sequence (class ``i`` is named ``value[i]``) or a mapping of
+    integer labels to names, or None. Names are non-empty strings without ``/`` (they end a chart's tag),
+    distinct; errors name ``class_names`` and the value.
+
+    Example:
+        >>> check_class_names(["cat", "dog"]), check_class_names({3: "truck"})
+        ({0: 'cat', 1: 'dog'}, {3: 'truck'})
+    """
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = list(enumerate(value))
+    else:
+        raise TypeError(
+            f"Expected argument `class_names` to be a list of names or a mapping of class labels to names, "
+            f"but got {type(value).__name__}"
+        )
+    out: Dict[int, str] = {}
+    for label, name in items:
+        if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
+            raise TypeError(f"Expected argument `class_names` to have integer class labels, but got {label!r}")
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(
+                f"Expected argument `class_names` to hold non-empty names without '/', but got {name!r} "
+                f"for class {int(label)}"
+            )
+        out[int(label)] = name
+    if len(set(out.values())) != len(out):
+        raise ValueError(f"Expected argument `class_names` to hold distinct names, but got {value!r}")
+    return out

@@ -144,6 +144,10 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             dtype) when not integer, not one per row, or without a per-class metric. Example:
             ``PRDCallback(x, real_labels=y, sample_fn=lambda m, n: m.sample_with_labels(n),
             metric=dict(per_class=True))``.
+        class_names: with a per-class metric, names for the class labels in the per-class charts and columns:
+            a list (class ``i`` is ``class_names[i]``) or a mapping ``{label: name}``; labels without a name keep
+            their number. Names are distinct, non-empty and without ``/``. ``prd/lowest_coverage_class`` stays the
+            integer label. Given without a per-class metric it raises ``ValueError``.
         log_closest_pairs: the number of (generated, nearest real) pairs to show, 0 (default) for
             none. The metric picks the pairs of smallest ratio of distance to the real sample's own
             ``NND_1`` (``GenerativeMetrics(closest_pairs=n)``, the likeliest copies; also returns

@@ -84,19 +84,23 @@ def warn_no_grid(option: str, warned: bool) -> bool:
     return True
 
 
-def per_class_scalars(result: Mapping[str, Any]) -> Dict[str, float]:
+def per_class_scalars(result: Mapping[str, Any], names: Optional[Mapping[int, str]] = None) -> Dict[str, float]:
     """The per-class scores of a per-class metric's ``result`` as scalars ``per_class/<score>/<label>``: each
-    float ``<score>_per_class`` ``[C]`` entry, labelled by ``result["classes"]``; empty without ``classes``.
+    float ``<score>_per_class`` ``[C]`` entry, labelled by ``result["classes"]`` (by ``names[label]`` where
+    ``names`` has one); empty without ``classes``.
 
     Example:
         >>> res = {"classes": torch.tensor([0, 3]), "coverage_per_class": torch.tensor([0.5, 0.0])}
         >>> per_class_scalars(res)
         {'per_class/coverage/0': 0.5, 'per_class/coverage/3': 0.0}
+        >>> per_class_scalars(res, {3: "truck"})
+        {'per_class/coverage/0': 0.5, 'per_class/coverage/truck': 0.0}
     """
     classes = result.get("classes")
     if not isinstance(classes, Tensor) or classes.ndim != 1:
         return {}
-    labels = [str(int(c)) for c in classes.tolist()]
+    names = names or {}
+    labels = [names.get(int(c), str(int(c))) for c in classes.tolist()]
     out: Dict[str, float] = {}
     for key, value in result.items():
         if not (key.endswith("_per_class") and isinstance(value, Tensor) and value.is_floating_point()):
