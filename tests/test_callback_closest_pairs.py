@@ -8,6 +8,7 @@ from the TensorBoard event file (8-bit PNG: within one grey level).
 
 from __future__ import annotations
 
+import csv
 import glob
 import io
 import os
@@ -18,7 +19,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from pytorch_lightning.loggers import TensorBoardLogger
+from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.callback.closest_pairs import pair_grid
@@ -109,6 +110,32 @@ def test_grid_shows_each_generated_image_beside_its_brute_force_nearest_real_ima
     for (left, right), j, i in zip(_cells(grids[-1], N_PAIRS), fake_index, real_index):
         assert np.abs(left[..., :3] / 255.0 - _hwc(fake[j])).max() <= 1.01 / 255  # TensorBoard stores 8 bits
         assert np.abs(right[..., :3] / 255.0 - _hwc(REAL[i])).max() <= 1.01 / 255
+
+
+def test_a_csv_logger_gets_the_grids_as_png_files_and_the_realism_values(tmp_path):
+    pil = pytest.importorskip("PIL.Image")
+    gen = Copier()
+    logger = CSVLogger(tmp_path, name="csv")
+    cb = PRDCallback(
+        REAL, sample_fn=gen, num_samples=30, batch_size=30, log_closest_pairs=N_PAIRS, log_images=True, metric=FAST
+    )
+    _fit(tmp_path, cb, logger=logger, epochs=2)
+    fake = gen.calls[-1]
+    fake_index, real_index, _ = _brute_force_pairs(REAL.numpy(), fake.numpy(), N_PAIRS)
+    folder = os.path.join(logger.log_dir, "samples")
+    assert sorted(os.listdir(os.path.join(folder, "closest_pairs"))) == ["epoch_0000.png", "epoch_0001.png"]
+    assert os.path.exists(os.path.join(folder, "least_realistic", "epoch_0001.png"))
+    grid = np.asarray(pil.open(os.path.join(folder, "closest_pairs", "epoch_0001.png")))
+    assert grid.shape[:2] == (PAD + N_PAIRS * (SIDE + PAD), 2 * SIDE + 3 * PAD)
+    for (left, right), j, i in zip(_cells(grid, N_PAIRS), fake_index, real_index):
+        assert np.abs(left[..., :3] / 255.0 - _hwc(fake[j])).max() <= 0.51 / 255  # rounded to 8 bits
+        assert np.abs(right[..., :3] / 255.0 - _hwc(REAL[i])).max() <= 0.51 / 255
+    with open(os.path.join(folder, "realism", "epoch_0001.csv"), newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["value"]
+    realism = cb.last_result["realism"]
+    want = realism[torch.isfinite(realism)].double().numpy()  # a copy's realism is inf: not in the values
+    assert np.array([float(r[0]) for r in rows[1:]]) == pytest.approx(want, rel=1e-7)
 
 
 def test_real_images_are_read_again_from_a_folder_and_scaled_like_the_generated_ones(tmp_path):

@@ -5,6 +5,8 @@ default prefix ``prd/``::
 
     <log_dir>/prd_curves/epoch_0003.csv         recall,precision      (PRD curve, 1001 points)
     <log_dir>/alpha_beta_curves/epoch_0003.csv  alpha,alpha_precision,beta_recall
+    <log_dir>/samples/<grid>/epoch_0003.png     image grids (``log_images``, ``log_closest_pairs``), 8-bit RGB
+    <log_dir>/samples/<values>/epoch_0003.csv   value                 (per-sample values, e.g. realism)
 
 Once per fit, the fingerprint (a flat JSON object) goes to ``<log_dir>/fingerprint.json`` (which
 ``lightning-prd runs`` reads) and, through ``log_hyperparams``, to the logger's ``hparams.yaml``
@@ -92,6 +94,19 @@ class CSVAdapter(LoggerAdapter):
                     cols.append(col)
                     arrays.append(curves[key])
             write_curve_csv(os.path.join(self._folder("alpha_beta_curves"), name), cols, arrays)
+
+    def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
+        """Each grid as an 8-bit RGB PNG, each histogram's values as a one-column CSV, under ``samples/``."""
+        from matplotlib.image import imsave
+
+        folder, name = self._folder("samples"), f"epoch_{epoch:04d}"
+        for key, grid in grids.items():
+            path = os.path.join(folder, key, name + ".png")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            pixels = np.clip(np.rint(np.asarray(grid, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)
+            imsave(path, pixels)
+        for key, values in histograms.items():
+            write_curve_csv(os.path.join(folder, key, name + ".csv"), ["value"], [np.asarray(values).reshape(-1)])
 
     def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
         """To ``fingerprint.json`` in the prefix's folder and as hyperparameters (``hparams.yaml``)."""
