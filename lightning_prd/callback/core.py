@@ -99,7 +99,7 @@ class PRDCallbackCore(RealSide):
         self._set_real_labels(real_labels)
         #: chart names of the class labels of a per-class metric ({label: name}), or None
         self.class_names = check_class_names(class_names)
-        if self.class_names is not None and getattr(self.metric, "per_class", False) is not True:
+        if self.class_names is not None and not self.labelled:
             raise ValueError(
                 "Expected argument `class_names` only with a per-class metric (metric=dict(per_class=True)), "
                 f"but got {class_names!r} without one"

@@ -1,7 +1,7 @@
 """Point sets ready for tile GEMMs, their rounding bounds, and the screen's pass offset.
 
 Stage: first above :mod:`.bounds`, :mod:`.screen` and :mod:`.threads` (may call only those;
-the chunks of rows of its preparation run in worker threads, :func:`.threads.each`). A
+the chunks of rows of its preparation run in worker threads, :func:`.threads.each_rows`). A
 :class:`PointSet` holds the rows as given (for exact float64 recomputation), the shared
 centre (the real mean: centring keeps the GEMM identity accurate), the centred squared norms
 in the compute dtype, optionally a centred working copy, and the bfloat16 screen rows where
@@ -33,7 +33,7 @@ from lightning_prd.functional.knn.screen import (
     screen_available,
     screen_forced,
 )
-from lightning_prd.functional.knn.threads import each
+from lightning_prd.functional.knn.threads import each, each_rows
 
 #: Extra candidates kept beyond k in running top-k lists, so that float64 refinement can
 #: reorder near-ties without a second pass.
@@ -112,13 +112,11 @@ def prepare(points: Tensor, centre: Tensor, dtype: torch.dtype, cache_bytes: int
     sq = torch.empty(points.shape[0], dtype=dtype, device=points.device)
     screened = screen(points, centre) if screens and screen_available(points.device, dtype, *points.shape) else None
     out = with_centred(PointSet(points, centre, sq, screened=screened), cache_bytes)
-    chunk = max(1, NORM_CHUNK_VALUES // max(1, points.shape[1]))
 
-    def norms(c: int) -> None:
-        rows = slice(c * chunk, (c + 1) * chunk)
+    def norms(rows: slice) -> None:
         sq[rows] = out.block(rows).pow(2).sum(1)
 
-    each(norms, -(-points.shape[0] // chunk), points.device, points.numel())
+    each_rows(norms, points.shape[0], points.shape[1], points.device, NORM_CHUNK_VALUES)
     return out
 
 
@@ -134,13 +132,11 @@ def with_centred(points: PointSet, cache_bytes: int) -> PointSet:
     if points.centred is not None or len(points) * points.dim * points.centre.element_size() > cache_bytes:
         return points
     centred = torch.empty(points.original.shape, dtype=points.dtype, device=points.original.device)
-    chunk = max(1, NORM_CHUNK_VALUES // max(1, points.dim))
 
-    def centre(c: int) -> None:
-        rows = slice(c * chunk, (c + 1) * chunk)
+    def centre(rows: slice) -> None:
         torch.sub(points.original[rows].to(points.dtype), points.centre, out=centred[rows])
 
-    each(centre, -(-len(points) // chunk), points.original.device, centred.numel())
+    each_rows(centre, len(points), points.dim, points.original.device, NORM_CHUNK_VALUES)
     return replace(points, centred=centred)
 
 

@@ -49,7 +49,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.threads import each
+from lightning_prd.functional.knn.threads import each_rows
 
 #: Columns added to each row (three norm parts, three ones), rounded up for aligned GEMM rows.
 _EXTRA = 6
@@ -169,7 +169,7 @@ def screen(original: Tensor, centre: Tensor) -> Screened:
     ``rho`` bounds ``||~a - a||`` for the exactly centred ``a``: the residual of the bfloat16
     rounding of the float32 centred row (exact in float32) plus the rounding of the float32
     centring (at most ``u`` of each element), each widened for its float32 summation. The
-    chunks of rows are built in worker threads (:func:`.threads.each`); every value is
+    chunks of rows are built in worker threads (:func:`.threads.each_rows`); every value is
     computed row by row, the same in any thread.
     """
     n, dim = original.shape
@@ -180,22 +180,20 @@ def screen(original: Tensor, centre: Tensor) -> Screened:
     centre32 = centre.to(torch.float32)
     u32 = 2.0**-24
     widen = 1 + (dim + 2) * u32  # float32 sums of squares: relative error at most (D - 1) u, doubled
-    chunk = max(16, SCREEN_CHUNK_VALUES // max(1, dim))
 
-    def fill(c: int) -> None:
-        s = c * chunk
-        x = original[s : s + chunk].to(torch.float32) - centre32
+    def fill(s: slice) -> None:
+        x = original[s].to(torch.float32) - centre32
         low = x.to(torch.bfloat16)
         low.masked_fill_(low.abs() < _TINY, 0.0)  # what the kernels see (they flush subnormals)
         back = low.to(torch.float32)
         x_norm = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
         resid = torch.linalg.vector_norm(x.sub_(back), dim=1).to(torch.float64)  # exact residuals
-        rho[s : s + chunk] = (resid + u32 * x_norm) * widen**2 + 1e-37
-        sq[s : s + chunk] = back.square().sum(1, dtype=torch.float64)  # products exact, summed in float64
-        rows[s : s + chunk, :dim] = low
-        rows[s : s + chunk, dim + 3 : dim + 6] = 1.0
+        rho[s] = (resid + u32 * x_norm) * widen**2 + 1e-37
+        sq[s] = back.square().sum(1, dtype=torch.float64)  # products exact, summed in float64
+        rows[s, :dim] = low
+        rows[s, dim + 3 : dim + 6] = 1.0
 
-    each(fill, -(-n // chunk), original.device, n * dim)
+    each_rows(fill, n, dim, original.device, SCREEN_CHUNK_VALUES, least=16)
     out = Screened(rows, rho, sq, dim)
     out.set_offset(0.0)
     return out

@@ -261,3 +261,19 @@ def each(fn: Callable[[int], T], count: int, device: torch.device, elements: int
 
     run(take, n)
     return out
+
+
+def each_rows(
+    fn: Callable[[slice], None], rows: int, dim: int, device: torch.device, values: int, least: int = 1
+) -> None:
+    """``fn(chunk)`` for the chunks of rows of an ``[rows, dim]`` set, about ``values`` elements each (at
+    least ``least`` rows), through :func:`each`: ``fn`` writes the chunk's own rows of its outputs.
+
+    Example:
+        >>> out = torch.zeros(6)
+        >>> each_rows(lambda r: out[r].fill_(r.start), 6, 4, torch.device("cpu"), 8)
+        >>> out.tolist()
+        [0.0, 0.0, 2.0, 2.0, 4.0, 4.0]
+    """
+    chunk = max(least, values // max(1, dim))
+    each(lambda c: fn(slice(c * chunk, (c + 1) * chunk)), -(-rows // chunk), device, rows * dim)
