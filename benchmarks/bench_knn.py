@@ -25,7 +25,8 @@ For each size (N = M, D), on seeded Gaussian float32 features:
 Peak memory is the growth of the process's peak RSS during the call (``VmHWM``, reset
 between calls through ``/proc/self/clear_refs``), above what the features already occupy.
 With ``--repeats R`` every row but ``prdc`` and ``cdist`` is the fastest of R calls (peak memory
-from the first).
+from the first); the calls of ``ours``, ``ours_cached``, ``+families`` and ``+clip+sym`` take turns,
+so that their ratios compare calls made under the same conditions.
 
 The header says what the run used: the CPU model and its relevant features (AVX2, AVX-512F,
 AVX512-BF16, AMX from ``/proc/cpuinfo``), the kernels torch dispatches to
@@ -191,6 +192,17 @@ def fastest(fn: Callable[[], object], repeats: int) -> Tuple[float, Optional[flo
     return min([first[0]] + [measure(fn)[0] for _ in range(repeats - 1)]), first[1]
 
 
+def fastest_in_turn(fns: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, Tuple[float, Optional[float]]]:
+    """:func:`fastest` of each function, the calls taking turns (``a b c a b c ...``): a machine
+    whose speed drifts during the run then biases no ratio between them."""
+    first = {name: measure(fn) for name, fn in fns.items()}
+    times = {name: [first[name][0]] for name in fns}
+    for _ in range(repeats - 1):
+        for name, fn in fns.items():
+            times[name].append(measure(fn)[0])
+    return {name: (min(times[name]), first[name][1]) for name in fns}
+
+
 def run(n: int, dim: int, skip: List[str], repeats: int = 1) -> Dict[str, Tuple[float, Optional[float]]]:
     g = torch.Generator().manual_seed(0)
     real = torch.randn(n, dim, generator=g)
@@ -198,10 +210,13 @@ def run(n: int, dim: int, skip: List[str], repeats: int = 1) -> Dict[str, Tuple[
     rows: Dict[str, Tuple[float, Optional[float]]] = {}
     rows["gemm"] = fastest(lambda: bare_gemms(real, fake), repeats)
     holder = {}
-    rows["ours"] = fastest(lambda: holder.__setitem__("res", ours(real, fake)), repeats)
-    rows["ours_cached"] = fastest(lambda: ours(real, fake, cache=holder["res"].real), repeats)
-    rows["ours_fam"] = fastest(lambda: ours(real, fake, families=True), repeats)
-    rows["ours_new"] = fastest(lambda: ours(real, fake, new=True), repeats)
+    passes = {
+        "ours": lambda: holder.__setitem__("res", ours(real, fake)),
+        "ours_cached": lambda: ours(real, fake, cache=holder["res"].real),
+        "ours_fam": lambda: ours(real, fake, families=True),
+        "ours_new": lambda: ours(real, fake, new=True),
+    }
+    rows.update(fastest_in_turn(passes, repeats))
     rows["f32"] = fastest(without_screen(lambda: ours(real, fake)), repeats)
     if "cmmd" not in skip:
         rows["ours_all"] = fastest(lambda: ours(real, fake, families=True, cmmd=True), repeats)
