@@ -27,27 +27,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from typing import Callable, List, Tuple
+from typing import List, Tuple
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_sync_free import fastest  # noqa: E402
 
 from lightning_prd.functional.knn import exact  # noqa: E402
 
 from bench_knn import cpu_features  # noqa: E402
 
 SHAPES = ((10_000, 2_048, 6), (10_000, 2_048, 22), (5_000, 1_024, 22), (20_000, 128, 22), (5_000, 64, 8))
-
-
-def fastest(fn: Callable[[], torch.Tensor], repeats: int) -> tuple:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def shape_times(n: int, dim: int, t: int, budgets: List[int], repeats: int) -> Tuple[List[float], List[float]]:
