@@ -49,15 +49,13 @@ def shape_times(n: int, dim: int, t: int, budgets: List[int], repeats: int) -> T
     a = torch.randn(n, dim, generator=g)
     idx = torch.randint(0, n, (n, t), generator=g)
     ia, ib = torch.arange(n)[:, None].expand(n, t).reshape(-1), idx.reshape(-1)
-    saved = exact._DIRECT_CHUNK_BYTES
+    saved = exact._CHUNK_BYTES
     times: Tuple[List[float], List[float]] = ([], [])
     first: List[torch.Tensor] = []
     try:
         for mib in budgets:
-            budget = mib * 2**20
-            chunk = max(256, budget // (16 * dim))  # exact_pairs' own rule, at this budget
-            exact._DIRECT_CHUNK_BYTES = budget
-            steps = (lambda c=chunk: exact.exact_pairs(a, a, ia, ib, chunk=c), lambda: exact.direct_sq(a, a, idx))
+            exact._CHUNK_BYTES = mib * 2**20  # both steps cut their chunks by the library's own rules
+            steps = (lambda: exact.exact_pairs(a, a, ia, ib), lambda: exact.direct_sq(a, a, idx))
             for i, step in enumerate(steps):
                 sec, out = fastest(step, repeats)
                 if len(first) <= i:
@@ -66,7 +64,7 @@ def shape_times(n: int, dim: int, t: int, budgets: List[int], repeats: int) -> T
                     raise SystemExit(f"{('exact_pairs', 'direct_sq')[i]} changed its bits at {mib} MiB")
                 times[i].append(sec)
     finally:
-        exact._DIRECT_CHUNK_BYTES = saved
+        exact._CHUNK_BYTES = saved
     return times
 
 
@@ -79,8 +77,7 @@ def main(argv: List[str] = None) -> None:
     torch.set_num_threads(args.threads)
     print(cpu_features())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), fastest of {args.repeats} calls")
-    pairs_mib, direct_mib = exact._PAIR_CHUNK_BYTES >> 20, exact._DIRECT_CHUNK_BYTES >> 20
-    print(f"library budgets: exact_pairs {pairs_mib} MiB, direct_sq {direct_mib} MiB")
+    print(f"library budget: {exact._CHUNK_BYTES >> 20} MiB per chunk")
     print()
     heads = " | ".join(f"{b} MiB s" for b in args.budgets)
     print(f"| rows | D | candidates / row | step | {heads} |")

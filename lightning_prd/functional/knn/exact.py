@@ -51,18 +51,19 @@ def exact_sq_dist(a: Tensor, b: Tensor, buffer: Optional[Tensor] = None) -> Tens
 
 
 #: Memory budget, in bytes, of one chunk of :func:`exact_pairs` (two gathered rows and a
-#: float64 difference per pair: about ``16 * D`` bytes). A chunk stays in the cache between
-#: its four steps (gather, widen, subtract, square and sum): at D = 2,048 the pairs take 1.4 to
-#: 1.7 times longer with 16 or 32 MiB chunks than with 2 to 8 MiB (``benchmarks/bench_chunks.py``).
-_PAIR_CHUNK_BYTES = 4 * 2**20
+#: float64 difference per pair: about ``16 * D`` bytes) and of :func:`direct_sq`. A chunk stays
+#: in the cache between its steps (gather, widen, subtract, square and sum): at D = 2,048 both
+#: take 1.3 to 1.7 times longer with 16 or 32 MiB chunks than with 2 to 8 MiB
+#: (``benchmarks/bench_chunks.py``).
+_CHUNK_BYTES = 4 * 2**20
 
 
 def exact_pairs(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, chunk: Optional[int] = None) -> Tensor:
     """Float64 squared distances of the pairs ``(a[ia[t]], b[ib[t]])``, in chunks sized from
-    :data:`_PAIR_CHUNK_BYTES` (many pairs per call at small D: the per-chunk overhead dominated
+    :data:`_CHUNK_BYTES` (many pairs per call at small D: the per-chunk overhead dominated
     the fallback passes)."""
     if chunk is None:
-        chunk = max(256, _PAIR_CHUNK_BYTES // (16 * max(1, a.shape[1])))
+        chunk = max(256, _CHUNK_BYTES // (16 * max(1, a.shape[1])))
     out = torch.empty(ia.shape[0], dtype=torch.float64, device=a.device)
     m = min(chunk, ia.shape[0])
     # the pass's scratch buffers: a fresh allocation per chunk or call costs more in page faults
@@ -157,11 +158,6 @@ def lowest_identical(points: Tensor, idx: Tensor, sq_dist: Tensor) -> Tensor:
     return out
 
 
-#: Memory budget, in bytes, of one chunk of :func:`direct_sq` (small enough to stay in the
-#: cache between the gather, the subtraction and the sum, as :data:`_PAIR_CHUNK_BYTES`).
-_DIRECT_CHUNK_BYTES = 4 * 2**20
-
-
 def direct_sq(a: Tensor, b: Tensor, idx: Tensor) -> Tensor:
     """``sum((a[i] - b[idx[i, j]])^2)`` in ``a``'s dtype (float32), for every candidate.
 
@@ -172,7 +168,7 @@ def direct_sq(a: Tensor, b: Tensor, idx: Tensor) -> Tensor:
     """
     n, t = idx.shape
     out = torch.empty((n, t), dtype=a.dtype, device=a.device)
-    chunk = max(1, _DIRECT_CHUNK_BYTES // (t * a.shape[1] * a.element_size()))
+    chunk = max(1, _CHUNK_BYTES // (t * a.shape[1] * a.element_size()))
     cap = min(chunk, n) * t
     buf = scratch("direct", cap * a.shape[1], b.dtype, a.device).view(cap, a.shape[1])  # no page faults
     for s in range(0, n, chunk):
