@@ -63,20 +63,28 @@ def _sets():
     return torch.randn(400, 256, generator=g) * 3 + 5, torch.randn(350, 256, generator=g) * 3.3 + 5.2
 
 
+def _key(*tensors):
+    """A tile's identity: the bytes of the rows and norms it was computed from (the workers
+    of a pass finish their tiles in scheduling order, so the order of the tiles is not fixed)."""
+    return b"".join(t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes() for t in tensors)
+
+
 def _tiles_of_a_pass(monkeypatch):
+    """The pass's tiles, sorted by the inputs each was computed from."""
     seen = []
     real_sq_tile = tiling.sq_tile
 
-    def spy(*args, **kwargs):
-        out = real_sq_tile(*args, **kwargs)
-        seen.append(out.clone())
+    def spy(buf, a_blk, a_sq, b_blk, b_sq, *rest, **kwargs):
+        out = real_sq_tile(buf, a_blk, a_sq, b_blk, b_sq, *rest, **kwargs)
+        seen.append((_key(a_blk, a_sq, b_blk, b_sq) + repr(rest).encode(), out.clone()))
         return out
 
     monkeypatch.setattr(tiling, "sq_tile", spy)
     real, fake = _sets()
     knn_pass(real, fake, member_ks=[3], recall_ks=[3], realism_k=3, nearest=True, block_bytes=1 << 16)
     monkeypatch.setattr(tiling, "sq_tile", real_sq_tile)
-    return seen
+    seen.sort(key=lambda pair: pair[0])
+    return [tile for _, tile in seen]
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
