@@ -294,11 +294,13 @@ def _reduce(
         kernel.reduce(shard)
     if clipped is not None:
         res.clipped = clipped.finish(shard)
+    for near in (near_fake, near_real):  # sorted lists for the stages below (merged lists come sorted)
+        if near is not None and shard is not None:
+            near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
+        elif near is not None:
+            near.sort()
     if shard is not None:
         _combine(res, shard)
-        for near in (near_fake, near_real):
-            if near is not None:
-                near.vals, near.idx = shard.merge_topk(near.vals, near.idx)
     if soft is not None:
         res.fake_soft, res.real_soft = soft.finish(real.original, fake.original, shard)
     if soft_near and soft_sq_radii is not None and near_fake is not None and near_real is not None:

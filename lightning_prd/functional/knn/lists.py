@@ -1,7 +1,8 @@
-"""Sorted candidate lists: the bottom stage of the k-NN engine (imports only torch and :mod:`.workspace`).
+"""Candidate lists: the bottom stage of the k-NN engine (imports only torch and :mod:`.workspace`).
 
 Every stage that keeps "the ``t`` nearest so far" uses these helpers: per-row lists of
-``(value, index)`` sorted by value, merged by one ``topk``; tiles merged into them; candidate
+``(value, index)``, merged by one ``topk`` (unsorted while tiles stream in, sorted once
+when the pass ends); tiles merged into them; candidate
 pairs padded into the list shape; and the tie rule of the whole engine, equal values ordered
 by index (``numpy.argmin``'s rule), so no result depends on the tile layout.
 
@@ -31,11 +32,18 @@ def sync_free(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def merge_topk(vals: Sequence[Tensor], idx: Sequence[Tensor], t: int) -> Tuple[Tensor, Tensor]:
-    """Per row, the ``t`` smallest of the concatenated candidate lists, sorted, with their indices."""
+def merge_topk(vals: Sequence[Tensor], idx: Sequence[Tensor], t: int, sort: bool = True) -> Tuple[Tensor, Tensor]:
+    """Per row, the ``t`` smallest of the concatenated candidate lists, with their indices:
+    sorted by value, or in no order when not ``sort`` (several times cheaper for short lists)."""
     all_v, all_i = torch.cat(list(vals), dim=1), torch.cat(list(idx), dim=1)
-    top_v, pos = torch.topk(all_v, min(t, all_v.shape[1]), dim=1, largest=False, sorted=True)
+    top_v, pos = torch.topk(all_v, min(t, all_v.shape[1]), dim=1, largest=False, sorted=sort)
     return top_v, torch.gather(all_i, 1, pos)
+
+
+def sort_lists(vals: Tensor, idx: Tensor) -> Tuple[Tensor, Tensor]:
+    """Running lists sorted by value (the order :func:`merge_tile` does not keep)."""
+    vals, order = torch.sort(vals, dim=1)
+    return vals, torch.gather(idx, 1, order)
 
 
 def padded(ent: Tensor, vals: Tensor, idx: Tensor, n: int) -> Tuple[Tensor, Tensor]:
@@ -77,8 +85,8 @@ def _tile_topk(sq: Tensor, t: int, dim: int) -> Tuple[Tensor, Tensor]:
 
 
 def _merge_into(vals: Tensor, idx: Tensor, rows: slice, new_v: Tensor, new_i: Tensor, t: int) -> None:
-    """Merge candidate lists ``new_v``/``new_i`` into the running lists of ``rows`` (in place)."""
-    vals[rows], idx[rows] = merge_topk([vals[rows], new_v], [idx[rows], new_i], t)
+    """Merge candidate lists ``new_v``/``new_i`` into the running lists of ``rows`` (in place, unsorted)."""
+    vals[rows], idx[rows] = merge_topk([vals[rows], new_v], [idx[rows], new_i], t, sort=False)
 
 
 def merge_tile(
@@ -94,7 +102,7 @@ def merge_tile(
     left out; the lists stay approximate tile lists, which the exact stages make exact.
     ``sync_free``: always the ``topk`` (no host synchronisation: for CUDA tile loops).
     """
-    thr = vals[span, -1]  # the lists are sorted: the t-th value of each entity
+    thr = vals[span].amax(1)  # the t-th value of each entity (lists are kept unsorted)
     cand = None
     if not sync_free and not bool(torch.isinf(thr).any()):
         below = torch.lt(sq, thr[None, :] if dim == 0 else thr[:, None], out=tile_mask(sq, "lists"))
@@ -117,7 +125,8 @@ def merge_tile(
 
 
 class RunningNearest:
-    """Running top-``t`` (tile values) of the other set, for every row of one set."""
+    """Running top-``t`` (tile values) of the other set, for every row of one set: unsorted
+    while tiles are merged (:func:`merge_tile`), sorted by :meth:`sort` for the stages after."""
 
     def __init__(self, n: int, t: int, dtype: torch.dtype, device: torch.device) -> None:
         self.t = t
@@ -126,3 +135,7 @@ class RunningNearest:
 
     def update(self, rows: slice, sq: Tensor, dim: int, offset: int, sync_free: bool = False) -> None:
         merge_tile(self.vals, self.idx, rows, sq, dim, offset, self.t, sync_free)
+
+    def sort(self) -> None:
+        """Sort the lists by value (in place of the attributes)."""
+        self.vals, self.idx = sort_lists(self.vals, self.idx)

@@ -83,7 +83,7 @@ class RealismLists:
 
     def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, exact_fn: Callable) -> None:
         """Merge a tile (real rows ``rs`` x generated columns ``cs``) into the lists."""
-        thr = self.listed.vals[cs, -1]  # per generated sample: the t-th largest ratio, negated
+        thr = self.listed.vals[cs].amax(1)  # per generated sample: the t-th largest ratio, negated
         if bool(torch.isinf(thr).any()):  # lists not yet full (first tiles)
             self._update_full(rs, cs, sq, i0, exact_fn)
         else:
@@ -137,7 +137,7 @@ class RealismLists:
         cols, ent = torch.unique_consecutive(c, return_inverse=True)
         pad_v, pad_i = padded(ent, neg, key - c * sq.shape[0] + i0, len(cols))
         cols, lst = cols + cs.start, self.listed
-        lst.vals[cols], lst.idx[cols] = merge_topk([lst.vals[cols], pad_v], [lst.idx[cols], pad_i], lst.t)
+        lst.vals[cols], lst.idx[cols] = merge_topk([lst.vals[cols], pad_v], [lst.idx[cols], pad_i], lst.t, sort=False)
 
     def _buffer(self, numel: int, dtype: torch.dtype) -> Tensor:
         """Reused tile-size storage (a fresh tile-size allocation per tile costs page faults)."""
@@ -161,9 +161,11 @@ class RealismLists:
 
     def finish(self, shard: Optional[Shard]) -> Tuple[Tensor, Tensor]:
         """Exact ratio maxima (float64) and the indices of the unsafe generated samples."""
-        if shard is not None:
+        if shard is not None:  # (merged lists come sorted)
             self.listed.vals, self.listed.idx = shard.merge_topk(self.listed.vals, self.listed.idx)
             self.near_best = shard.max(self.near_best)
+        else:
+            self.listed.sort()
         # each rank settles a share of the generated samples (every rank has the merged lists)
         mine = shard.row_share(len(self.fake)) if shard is not None else slice(None)
         vals, idx, near_best = self.listed.vals[mine], self.listed.idx[mine], self.near_best[mine]

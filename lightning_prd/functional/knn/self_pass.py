@@ -32,7 +32,7 @@ from torch import Tensor
 
 from lightning_prd.functional.knn import threads, tiling
 from lightning_prd.functional.knn.kernel import KernelSum
-from lightning_prd.functional.knn.lists import merge_tile, sync_free
+from lightning_prd.functional.knn.lists import merge_tile, sort_lists, sync_free
 from lightning_prd.functional.knn.points import (
     PointSet,
     bound,
@@ -194,8 +194,8 @@ def _self_tiles(
         kernel.reduce(shard)
     if not all_ks:
         return {}, {}
-    if shard is not None:
-        vals, idx = shard.merge_topk(vals, idx)
+    # the lists sorted for the stages below (merged lists come sorted)
+    vals, idx = shard.merge_topk(vals, idx) if shard is not None else sort_lists(vals, idx)
     intervals = {}
     if loose:
         bnd = bound(points, points, slice(None)).col()
