@@ -90,10 +90,21 @@ def test_worst_case_50k_by_4096_fits_the_budget():
 
 
 def test_wide_strips_on_the_default_plan():
-    assert tiling.self_shape(10_000, 4, BUDGET, 512) == (1250, 1250)  # efficient squares: as they are
-    h, w = tiling.self_shape(10_000, 4, BUDGET, 2048)  # squares of 1,250 too slow: wide strips
-    assert h == 1250 and w >= 2 * h
-    assert tiling.strip_chunks(0, 10_000, h, w) == [(0, 5000), (5000, 10_000)]
+    # eight strips, their height rounded up to a multiple of 16 (1,250 -> 1,264: the last is 1,152)
+    assert tiling.self_shape(10_000, 4, BUDGET, 512) == (1264, 1264)  # efficient squares: as they are
+    h, w = tiling.self_shape(10_000, 4, BUDGET, 2048)  # squares of 1,264 too slow: wide strips
+    assert h == 1264 and w >= 2 * h
+    assert tiling.strip_chunks(0, 10_000, h, w) == [(0, 5008), (5008, 10_000)]
+
+
+def test_tile_sides_are_whole_cache_lines():
+    """Near-equal blocks rounded up to a multiple of 16 where the maximum allows; else equal."""
+    assert tiling.even(5000, 640) == 640 and tiling.even(5000, 625) == 625
+    assert tiling.even(10_000, 8192) == 5008 and tiling.even(100, 100) == 100 and tiling.even(7, 3) == 3
+    for n in (17, 1000, 5000, 10_001):
+        for size in (16, 100, 625, 640, 4096):
+            s = tiling.even(n, size)
+            assert s <= max(1, min(n, size)) and -(-n // s) == -(-n // max(1, min(n, size)))
 
 
 @pytest.mark.parametrize("tile", ["rule", "4096"])
