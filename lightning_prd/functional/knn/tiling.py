@@ -77,6 +77,11 @@ def _budget(itemsize: int, block_bytes: int) -> int:
     return max(1, block_bytes // (itemsize * TILE_TEMPORARIES))
 
 
+def aligned(n: int) -> int:
+    """``n`` rounded up to a multiple of :data:`ALIGN`."""
+    return -(-n // ALIGN) * ALIGN
+
+
 def even(n: int, size: int) -> int:
     """The size of near-equal blocks, at most ``size``, that cover ``n`` in as few blocks as
     ``size`` does (no thin last block), rounded up to a multiple of :data:`ALIGN` where that
@@ -91,8 +96,7 @@ def even(n: int, size: int) -> int:
     """
     size = max(1, min(n, size))
     equal = -(-n // -(-n // size))
-    aligned = -(-equal // ALIGN) * ALIGN
-    return aligned if aligned <= size else equal
+    return aligned(equal) if aligned(equal) <= size else equal
 
 
 def block_shape(
@@ -133,7 +137,7 @@ def self_shape(
         ((1264, 1264), (1264, 8848))
     """
     elements = _budget(itemsize, block_bytes)
-    want = max(DEFAULT_MIN_SIDE, -(-n // (SELF_BLOCKS * ALIGN)) * ALIGN)
+    want = max(DEFAULT_MIN_SIDE, aligned(-(-n // SELF_BLOCKS)))
     if parts > 1 or want >= min(side, n):
         h = min(max(1, math.isqrt(elements)), want)
         if parts > 1:
