@@ -219,15 +219,15 @@ def test_overflowing_log_runs_the_listing_path(monkeypatch):
     monkeypatch.setattr(cross, "sync_free", lambda device: True)
     monkeypatch.setattr(deferred, "capacity", lambda n, m: 16)
     calls = []
-    real_pass = cross.cross_pass
+    real_reduce = cross._reduce
 
     def spy(*args, **kwargs):
-        calls.append(kwargs.get("deferred"))
-        return real_pass(*args, **kwargs)
+        calls.append(args[5])  # no_sync: the deferred path
+        return real_reduce(*args, **kwargs)
 
-    monkeypatch.setattr(cross, "cross_pass", spy)
+    monkeypatch.setattr(cross, "_reduce", spy)
     _assert_same(_cross(1 << 14), want)
-    assert calls == [False]  # the rerun on the listing path
+    assert calls == [True, False]  # the deferred pass, then the rerun on the listing path
 
 
 def _sharded_rank(rank, world):
@@ -236,13 +236,14 @@ def _sharded_rank(rank, world):
     self_pass.sync_free = lambda device: True
     if rank == 0:
         deferred.capacity = lambda n, m: 16
-    reruns, first = [], cross.cross_pass
+    reruns, first = [], cross._reduce
 
     def spy(*args, **kwargs):
-        reruns.append(kwargs.get("deferred"))
+        if not args[5]:  # no_sync False: a run on the listing path
+            reruns.append(False)
         return first(*args, **kwargs)
 
-    cross.cross_pass = spy
+    cross._reduce = spy
     tied = _fields(_cross(1 << 14, shard=Shard(rank, world)))
     tied_reruns = list(reruns)
     gaussian = _fields(_cross(1 << 14, shard=Shard(rank, world), sets=_gaussian_sets()))

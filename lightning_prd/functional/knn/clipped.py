@@ -42,6 +42,7 @@ from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.members import Members, inside_ball, thresholds
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
+from lightning_prd.functional.knn.reduction import TileReduction
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, tiles
 
@@ -82,7 +83,7 @@ def _row_counts(members: Members) -> Tensor:
     return torch.bincount(members.rows, minlength=members.shape[0])
 
 
-class ClippedBalls:
+class ClippedBalls(TileReduction):
     """What clipped density and coverage ask of a cross pass: the counts of :class:`ClippedCounts`.
 
     Args:
@@ -92,6 +93,9 @@ class ClippedBalls:
             balls are closed either way: their normaliser (:func:`real_ball_counts`) counts each
             ball's own ``k``-th neighbour, which lies on the radius.
     """
+
+    name = "clipped"
+    bits = 2
 
     def __init__(self, k: int, strict: bool = False) -> None:
         self.k, self.strict = int(k), bool(strict)

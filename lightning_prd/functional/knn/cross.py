@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -51,6 +51,7 @@ from lightning_prd.functional.knn.points import (
     unscreened,
 )
 from lightning_prd.functional.knn.realism import RealismLists, exact_realism
+from lightning_prd.functional.knn.reduction import TileReduction
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.soft import SoftProducts, nearest_products
@@ -80,6 +81,8 @@ class CrossResult:
         fake_soft, real_soft: ``[M]`` / ``[N]`` float64 soft-ball probabilities of each fake
             against the real balls / each real against the fake balls (probabilistic P&R).
         clipped: the counts of clipped density and coverage (:mod:`.clipped`), or None.
+        reduced: what each further tile reduction of the pass gave (:class:`.reduction.TileReduction`:
+            its ``finish``), by the reduction's name.
     """
 
     fake_in_real: Dict[int, Tensor] = field(default_factory=dict)
@@ -97,6 +100,7 @@ class CrossResult:
     fake_soft: Optional[Tensor] = None
     real_soft: Optional[Tensor] = None
     clipped: Optional[ClippedCounts] = None
+    reduced: Dict[str, Any] = field(default_factory=dict)
 
 
 def cross_pass(
@@ -119,6 +123,7 @@ def cross_pass(
     strict: bool = False,
     kernel: Optional[KernelSum] = None,
     clipped: Optional[ClippedBalls] = None,
+    reductions: Sequence[TileReduction] = (),
     deferred: Optional[bool] = None,
 ) -> CrossResult:
     """One pass over the real x fake tiles, reduced in both directions.
@@ -143,10 +148,11 @@ def cross_pass(
         kernel: a Gaussian kernel sum every real x fake pair is added to.
         clipped: count the clipped real balls holding each fake and the fakes inside each
             real ``NND_k`` ball (:mod:`.clipped`; its ``k`` should be in ``member_ks``).
+        reductions: further reductions of the tiles' ball members (:class:`.reduction.TileReduction`),
+            each one's result in ``reduced[name]``.
         deferred: decide the ambiguous pairs after the loop (:mod:`.deferred`); None: on CUDA
             (no host synchronisation per tile), False: listed per tile.
     """
-    args = dict(locals())  # to run the pass again on the listing path (an overflowing log)
     no_sync = sync_free(real.original.device) if deferred is None else deferred
     # one set too small to be screened, kernel values wanted (float tiles), or the CUDA path
     if (real.screened is None) != (fake.screened is None) or kernel is not None or no_sync:
@@ -180,10 +186,11 @@ def cross_pass(
     count = (
         1 if no_sync or kernel is not None else threads.workers(real.original.device, len(real) * len(fake) * real.dim)
     )
-    if count > 1:  # listed per tile; each thread its own accumulators (a private copy of the clipped counts)
+    reducers = ([clipped] if clipped is not None else []) + list(reductions)
+    if count > 1:  # listed per tile; each thread its own accumulators (a private copy of each reduction)
 
         def share(s: Shard) -> CrossResult:
-            mine = copy.copy(clipped) if clipped is not None else None
+            mine = [copy.copy(r) for r in reducers]
             out = _reduce(
                 real, fake, real_sq_radii, fake_sq_radii, screened, False, block_bytes // count, s, mine, **asks
             )
@@ -192,9 +199,11 @@ def cross_pass(
             return out
 
         return threads.run(share, count, shard)
-    res = _reduce(real, fake, real_sq_radii, fake_sq_radii, screened, no_sync, block_bytes, shard, clipped, **asks)
+    res = _reduce(real, fake, real_sq_radii, fake_sq_radii, screened, no_sync, block_bytes, shard, reducers, **asks)
     if res is None:  # an overflowing log of deferred decisions on some rank: listed per tile
-        return cross_pass(**{**args, "deferred": False})
+        res = _reduce(real, fake, real_sq_radii, fake_sq_radii, screened, False, block_bytes, shard, reducers, **asks)
+        if res is None:
+            raise RuntimeError("a listed cross pass never defers its decisions")
     return res
 
 
@@ -207,7 +216,7 @@ def _reduce(
     no_sync: bool,
     block_bytes: int,
     shard: Optional[Shard],
-    clipped: Optional[ClippedBalls],
+    reducers: List[TileReduction],
     *,
     member_ks: Sequence[int],
     recall_ks: Sequence[int],
@@ -255,8 +264,8 @@ def _reduce(
 
     # the balls, recall, realism and soft products of each tile; CUDA: no host synchronisation
     switch = tiling.Switch() if screened else None
-    if clipped is not None:  # fresh counts (a rerun on the listing path starts again)
-        clipped.start(real_sq_radii, n, m, dev)
+    for reducer in reducers:  # fresh accumulators (a rerun on the listing path starts again)
+        reducer.start(real_sq_radii, n, m, dev)
     asked = TileQuestions(
         res,
         real,
@@ -269,7 +278,7 @@ def _reduce(
         fake_values,
         realism,
         soft,
-        clipped,
+        reducers,
     )
     balls = DeferredDecisions(**vars(asked)) if no_sync else ListedDecisions(**vars(asked), switch=switch)
     # kernel sums need the single-process tiles on every rank (their float32 sums depend on the shapes)
@@ -292,8 +301,9 @@ def _reduce(
             return None
     if kernel is not None:
         kernel.reduce(shard)
-    if clipped is not None:
-        res.clipped = clipped.finish(shard)
+    for reducer in reducers:
+        res.reduced[reducer.name] = reducer.finish(shard)
+    res.clipped = res.reduced.get(ClippedBalls.name)
     for near in (near_fake, near_real):  # sorted lists for the stages below (merged lists come sorted)
         if near is not None and shard is not None:
             near.vals, near.idx = shard.merge_topk(near.vals, near.idx)

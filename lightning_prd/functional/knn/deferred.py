@@ -124,7 +124,7 @@ class DeferredDecisions(TileQuestions):
 
     def __post_init__(self) -> None:
         self.log = PairLog(capacity(len(self.real), len(self.fake)), self.real.original.device)
-        questions = len(self.kinds) + len(self.recall_ks) + (4 if self.clipped is not None else 2)
+        questions = len(self.kinds) + len(self.recall_ks) + 2 + sum(r.bits for r in self.reducers)
         if questions > 31:
             raise ValueError(f"a deferred cross pass decides at most 31 questions per pair, got {questions}")
 
@@ -155,8 +155,10 @@ class DeferredDecisions(TileQuestions):
             res.real_in_fake[k][rs] = done
             flags.add_((sq <= hi[None, :]) & ~done[:, None], alpha=bit)
             bit <<= 1
-        if self.clipped is not None:  # two bits after the realism and soft ones
-            flags.add_(self.clipped.update_deferred(rs, cs, sq, row_bound), alpha=bit << 2)
+        shift = bit << 2  # each reduction's bits after the realism and soft ones
+        for reducer in self.reducers:
+            flags.add_(reducer.update_deferred(rs, cs, sq, row_bound), alpha=shift)
+            shift <<= reducer.bits
         if self.realism is not None:
             flags.add_(self.realism.update_deferred(rs, cs, sq, i0), alpha=bit)
         if self.soft is not None:
@@ -196,8 +198,10 @@ class DeferredDecisions(TileQuestions):
             r, c, d = asked(bit)
             bit <<= 1
             res.real_in_fake[k].index_fill_(0, r[inside_ball(d, self.fake_sq_radii[k][c], self.strict)], True)
-        if self.clipped is not None:
-            self.clipped.settle(rows, cols, d2, flags, bit << 2)
+        shift = bit << 2
+        for reducer in self.reducers:
+            reducer.settle(rows, cols, d2, flags, shift)
+            shift <<= reducer.bits
         if self.realism is not None:
             self.realism.add_near(*asked(bit))
         if self.soft is not None:

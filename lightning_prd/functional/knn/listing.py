@@ -1,7 +1,7 @@
 """The listing path of the cross pass: each tile's ambiguous pairs listed and decided at once.
 
 Stage: used by the cross pass (may call :mod:`.members`, :mod:`.exact`, :mod:`.tiling`,
-:mod:`.points`, :mod:`.realism`, :mod:`.soft`). The CPU's path (CUDA defers the ambiguous pairs
+:mod:`.points`, :mod:`.realism`, :mod:`.soft`, :mod:`.reduction`). The CPU's path (CUDA defers the ambiguous pairs
 instead, :mod:`.deferred`): per tile, the pairs that may lie inside a ball (:class:`.Members`
 for the real balls, largest ``k`` first, :func:`.rows_inside` for recall's fake balls) are
 listed with ``nonzero``, those within the rounding margin decided in float64, and the lists
@@ -20,7 +20,7 @@ Example:
     ...                   fake_ball_count={1: torch.zeros(2, dtype=torch.long)},
     ...                   real_ball_hit={1: torch.zeros(2, dtype=torch.bool)})
     >>> radii = {1: torch.tensor([4.0, 4.0], dtype=torch.float64)}
-    >>> tiles = ListedDecisions(res, r, f, [(1, False)], [], False, radii, {}, None, None, None, None)
+    >>> tiles = ListedDecisions(res, r, f, [(1, False)], [], False, radii, {}, None, None, None)
     >>> sq = torch.tensor([[0.25, 81.0], [2.25, 49.0]])
     >>> _ = tiles.update(slice(0, 2), slice(0, 2), sq, 0, 0)
     >>> res.fake_ball_count[1].tolist()
@@ -29,18 +29,18 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.knn import tiling
-from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.members import Ambiguous, Members, rows_inside
 from lightning_prd.functional.knn.points import PointSet, bound
 from lightning_prd.functional.knn.realism import RealismLists
+from lightning_prd.functional.knn.reduction import TileReduction
 from lightning_prd.functional.knn.soft import SoftProducts
 
 #: A screened cross tile with more ambiguous pairs than this share is recomputed in the
@@ -64,7 +64,7 @@ class TileQuestions:
         real_sq_radii / fake_sq_radii: float64 squared radii per k.
         fake_values: per-fake values for beta-recall's minima, or None.
         realism / soft: the pass's realism lists and soft products, or None.
-        clipped: the counts of clipped density and coverage (:mod:`.clipped`), or None.
+        reducers: further reductions of the tiles' ball members (:mod:`.reduction`).
     """
 
     res: Any
@@ -78,7 +78,7 @@ class TileQuestions:
     fake_values: Optional[Tensor]
     realism: Optional[RealismLists]
     soft: Optional[SoftProducts]
-    clipped: Optional[ClippedBalls] = None
+    reducers: List[TileReduction] = field(default_factory=list)
 
 
 @dataclass
@@ -127,8 +127,8 @@ class ListedDecisions(TileQuestions):
                 best = res.real_ball_min_value[k]
                 values = self.fake_values if self.fake_values is not None else best.new_zeros(0)
                 best[rs] = torch.minimum(best[rs], members.min_per_row(values[cs]))
-        if self.clipped is not None:
-            self.clipped.commit(rs, cs)
+        for reducer in self.reducers:
+            reducer.commit(rs, cs)
         if self.soft is not None:
             self.soft.update(rs, cs, sq, bound(*used, rs, cs), exact_fn)
         for k, rows_in in inside.items():
@@ -146,8 +146,8 @@ class ListedDecisions(TileQuestions):
         wider: Optional[Members] = None
         for k, open_ in self.kinds:
             balls[k, open_] = wider = Members(sq, self.real_sq_radii[k][rs], row_bound, exact_fn, wider, limit, open_)
-        if self.clipped is not None:  # inside the NND_k balls: from their members
-            self.clipped.decide(sq, rs, balls, row_bound, exact_fn, limit)
+        for reducer in self.reducers:  # inside the NND_k balls: from their members
+            reducer.decide(sq, rs, balls, row_bound, exact_fn, limit)
         done = self.res.real_in_fake
         inside = {
             k: rows_inside(sq, self.fake_sq_radii[k][cs], col_bound, exact_fn, done[k][rs], limit, strict=self.strict)
