@@ -76,8 +76,8 @@ def ours(real: torch.Tensor, fake: torch.Tensor) -> Dict[str, float]:
     out = generative_metrics(
         real,
         fake,
-        k_pr=K,
-        k_dc=K,
+        k_precision_recall=K,
+        k_density_coverage=K,
         realism=False,
         authenticity=False,
         frechet=False,

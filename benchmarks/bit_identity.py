@@ -60,7 +60,8 @@ def main() -> int:
     before = torch.load(args.compare, weights_only=True)
     missing = sorted(set(before) - set(now))
     differ = [k for k in before if k in now and not torch.equal(before[k], now[k])]
-    print(f"{len(before)} tensors compared: {len(differ)} differ, {len(missing)} missing, {len(set(now) - set(before))} new")
+    new = len(set(now) - set(before))
+    print(f"{len(before)} tensors compared: {len(differ)} differ, {len(missing)} missing, {new} new")
     for key in differ + missing:
         print("  ", key)
     return 1 if differ or missing else 0

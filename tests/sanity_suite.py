@@ -29,14 +29,17 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import generative_metrics
+from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.vocabulary import plain
 
-FIDELITY, DIVERSITY, BOTH, DISTANCE, SELF, PRIVACY, UNKNOWN = (
+FIDELITY, DIVERSITY, BOTH, DISTANCE, SELF, PRIVACY, RARITY, UNKNOWN = (
     "fidelity",
     "diversity",
     "fidelity and diversity",
     "distance",
     "diversity of the generated set alone",
     "authenticity",
+    "uncommonness of generated samples",
     "unknown",
 )
 
@@ -68,6 +71,7 @@ KINDS: Dict[str, str] = {
     "cmmd": DISTANCE,
     "vendi_ratio": SELF,
     "authenticity": PRIVACY,
+    "rarity_mean": RARITY,
 }
 
 #: scalar keys of ``generative_metrics`` that are not a score of the model: the spread of an estimate,
@@ -129,15 +133,17 @@ def one_thread() -> Iterator[None]:
 
 
 def _switches() -> List[str]:
-    """The families of ``generative_metrics`` that are off by default."""
-    params = inspect.signature(generative_metrics).parameters.values()
-    return [p.name for p in params if p.default is False and p.name not in NOT_FAMILIES]
+    """The families of ``generative_metrics`` that are off by default (its keywords, then the package's families
+    of the registry that have no keyword of their own)."""
+    params = inspect.signature(generative_metrics).parameters
+    named = [p.name for p in params.values() if plain(p.default) is False and p.name not in NOT_FAMILIES]
+    return named + [f.name for f in families() if f.builtin and not f.engine and f.name not in params]
 
 
 def _default_on() -> List[str]:
     """The families of ``generative_metrics`` that are on by default."""
     params = inspect.signature(generative_metrics).parameters.values()
-    return [p.name for p in params if p.default is True]
+    return [p.name for p in params if plain(p.default) is True]
 
 
 @functools.cache
@@ -187,7 +193,7 @@ def measure(real: Tensor, fake: Tensor) -> Dict[str, float]:
         values = _scalars(generative_metrics(real, fake, **options))
     except (ValueError, RuntimeError):
         values = {}
-        off = {"k_pr": None, "k_dc": None, **dict.fromkeys(_default_on(), False)}
+        off = {"k_precision_recall": None, "k_density_coverage": None, **dict.fromkeys(_default_on(), False)}
         groups = [{**off, name: value} for name, value in options.items()]
         try:  # the families that are on by default, together
             values.update(_scalars(generative_metrics(real, fake)))
@@ -213,7 +219,7 @@ def score_names() -> Tuple[str, ...]:
     real, fake = torch.randn(200, 4, generator=g, dtype=torch.float64), torch.randn(200, 4, generator=g).double()
     with one_thread():
         names = measure(real, fake)
-    order = [FIDELITY, DIVERSITY, BOTH, DISTANCE, SELF, PRIVACY, UNKNOWN]
+    order = [FIDELITY, DIVERSITY, BOTH, DISTANCE, SELF, PRIVACY, RARITY, UNKNOWN]
     known = list(KINDS)
     return tuple(sorted(names, key=lambda s: (order.index(kind_of(s)), known.index(s) if s in known else 99, s)))
 
@@ -873,7 +879,7 @@ CHECKS: Dict[str, Check] = {
               "diversity ≈ 0 (at both ends of the scale sweep)", {}, per_series=_DC_BOUNDS),
         Check("DC1", "DC", D1, "unchanged over the scale of the discretised data", _same(flat(), F, Dv, B)),
         Check("TR5", "TR", D5, "unchanged (to 1e-6 relative) when both sets are translated",
-              _same(unchanged(), F, Dv, B, L, S, A, UNKNOWN)),
+              _same(unchanged(), F, Dv, B, L, S, A, RARITY, UNKNOWN)),
         Check("DM4", "DM", D4, "≈ 1 for matched distributions at every dimension",
               _same(every(ONE), F, Dv, B, S)),
         Check("CP", "CP", "authenticity", "falls to ≈ 0 as the generated set becomes a copy of the real set",

@@ -331,16 +331,20 @@ def test_generative_metrics_kid_needs_two_samples_of_each_set():
 def test_nothing_switched_on_is_refused():
     off = dict(frechet=False, prd=False, alpha_beta=False, probabilistic=False, pr_cover=False)
     with pytest.raises(ValueError, match="at least one score to compute, but `k_precision_recall` and"):
-        GenerativeMetrics(k_precision_recall=None, k_density_coverage=None, **off)
+        GenerativeMetrics(k_precision_recall=None, k_density_coverage=None, realism=False, authenticity=False, **off)
     real, fake = _data()
-    with pytest.raises(ValueError, match="at least one score to compute, but `k_pr` and `k_dc` are None"):
-        F.generative_metrics(real, fake, k_pr=None, k_dc=None, realism=False, authenticity=False, **off)
+    with pytest.raises(
+        ValueError, match="at least one score to compute, but `k_precision_recall` and `k_density_coverage` are None"
+    ):
+        F.generative_metrics(
+            real, fake, k_precision_recall=None, k_density_coverage=None, realism=False, authenticity=False, **off
+        )
 
 
 def test_error_bars_too_many_for_the_generated_set_names_error_bars():
     real, fake = _data(n=30, m=30, d=3)
     with pytest.raises(
-        ValueError, match=r"`fake` to hold at least error_bars \* \(k_pr \+ 1\) = 32 samples, but got 30"
+        ValueError, match=r"`fake` to hold at least error_bars \* \(k_precision_recall \+ 1\) = 32 samples, but got 30"
     ):
         F.generative_metrics(real, fake, error_bars=8)
 
@@ -591,7 +595,11 @@ def test_metric_constructors_reject_bad_options(factory, match):
 
 def test_metric_numpy_integer_options_are_plain_ints():
     metric = GenerativeMetrics(k_precision_recall=np.int64(3), prd=dict(num_clusters=np.int64(3), seed=np.int32(1)))
-    assert type(metric.k_pr) is int and type(metric.prd["num_clusters"]) is int and type(metric.prd["seed"]) is int
+    assert (
+        type(metric.k_precision_recall) is int
+        and type(metric.prd["num_clusters"]) is int
+        and type(metric.prd["seed"]) is int
+    )
 
 
 @pytest.mark.parametrize("name", list(METRICS))

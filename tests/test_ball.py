@@ -104,7 +104,9 @@ def test_open_equals_prdc_on_every_path(case, path):
     n, m = len(real), len(fake)
     for k in (1, 3, 5):
         want = prdc_scores(real, fake, k)
-        got = generative_metrics(_t(real), _t(fake), k_pr=k, k_dc=k, ball="open", frechet=False, **path)
+        got = generative_metrics(
+            _t(real), _t(fake), k_precision_recall=k, k_density_coverage=k, ball="open", frechet=False, **path
+        )
         assert counts(got, n, m, k) == counts(want, n, m, k), (case, k)
         if "dtype" in path:  # float64 scores: the same value as prdc's up to its own rounding
             for name in NAMES:
@@ -159,8 +161,8 @@ def test_copy_and_identical_anchors():
         assert [float(v) for v in density_coverage(x, x, k=k, ball="open")] == [1.0, 1.0]
         assert float(density_coverage(x, x, k=k)[0]) == pytest.approx((k + 1) / k, rel=1e-6)
     real, fake = make_case("identical")
-    opened = generative_metrics(_t(real), _t(fake), k_pr=5, k_dc=5, ball="open")
-    closed = generative_metrics(_t(real), _t(fake), k_pr=5, k_dc=5, ball="closed")
+    opened = generative_metrics(_t(real), _t(fake), k_precision_recall=5, k_density_coverage=5, ball="open")
+    closed = generative_metrics(_t(real), _t(fake), k_precision_recall=5, k_density_coverage=5, ball="closed")
     assert [float(opened[n]) for n in NAMES] == [0.0, 0.0, 0.0, 0.0]
     assert [float(closed[n]) for n in NAMES] == [1.0, 1.0, 40 / 5, 1.0]
 
@@ -170,7 +172,7 @@ def test_other_scores_do_not_depend_on_ball(case, both_tile_paths):
     """Realism, authenticity, alpha-precision and beta-recall (whose k = 5 balls are shared with
     density's in the pass) are the same with open balls; closed is the default."""
     real, fake = (_t(a) for a in make_case(case))
-    kw = dict(k_pr=5, k_dc=5, alpha_beta=True, frechet=False)
+    kw = dict(k_precision_recall=5, k_density_coverage=5, alpha_beta=True, frechet=False)
     default = generative_metrics(real, fake, **kw)
     closed, opened = (generative_metrics(real, fake, **kw, ball=b) for b in ("closed", "open"))
     for name in default:
@@ -184,7 +186,9 @@ def test_per_sample_and_error_bars_follow_ball():
     real, fake = (_t(a) for a in make_case("partial copy"))
     n, m, k = len(real), len(fake), 3
     want = counts(prdc_scores(real.double().numpy(), fake.double().numpy(), k), n, m, k)
-    out = generative_metrics(real, fake, k_pr=k, k_dc=k, ball="open", per_sample=True, error_bars=2)
+    out = generative_metrics(
+        real, fake, k_precision_recall=k, k_density_coverage=k, ball="open", per_sample=True, error_bars=2
+    )
     assert int(out["inside_precision"].sum()) == want["precision"]
     assert int(out["covered"].sum()) == want["coverage"]
     spread = score_spread(real, fake, k_precision_recall=k, k_density_coverage=k, num_splits=2, ball="open")

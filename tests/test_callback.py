@@ -208,7 +208,7 @@ def test_metric_that_resets_real_features_reextracts_them(tmp_path):
 def test_metric_options_dict(tmp_path):
     cb = PRDCallback(REAL, metric={"k_precision_recall": 5, "frechet": False}, num_samples=64)
     t, _ = fit(tmp_path, cb, max_epochs=1)
-    assert cb.metric.k_pr == 5 and cb.metric.reset_real_features is False
+    assert cb.metric.k_precision_recall == 5 and cb.metric.reset_real_features is False
     assert "prd/frechet_distance" not in t.callback_metrics and "prd/precision" in t.callback_metrics
 
 

@@ -100,7 +100,7 @@ def test_per_class_scores_equal_the_oracle_and_name_the_dropped_class(tmp_path):
     assert int(got["prd/lowest_coverage_class"]) == 2 and float(got["prd/coverage_min"]) == 0.0
     assert float(got["prd/coverage_mean"]) == pytest.approx(np.mean([want[c]["coverage"] for c in range(3)]))
     # the overall scores are those of a plain metric on the same features (the keys users monitor are unchanged)
-    plain = GenerativeMetrics(**{k: v for k, v in PER_CLASS.items() if k != "per_class"})
+    plain = GenerativeMetrics(preset="training", **{k: v for k, v in PER_CLASS.items() if k != "per_class"})
     plain.update(REAL, real=True)
     plain.update(fake, real=False)
     for name, value in plain.compute().items():

@@ -77,7 +77,7 @@ def standin(tmp_path):
         weights_files=(WEIGHTS_NAME,),
         weights_sha256=(),
         weights_url=None,
-        k=3,
+        k_precision_recall=3,
         ball="closed",
         num_real=40,
         num_fake=60,
@@ -100,12 +100,12 @@ def test_the_protocol_sets_extractor_k_ball_and_counts(standin):
     for name, value in torch.load(path, weights_only=True).items():  # the protocol's file, loaded
         assert torch.equal(cb.feature_extractor.linear.state_dict()[name], value)
     assert (cb.num_samples, cb.num_real) == (60, 40)
-    assert (cb.metric.k_pr, cb.metric.ball) == (3, "closed")
+    assert (cb.metric.k_precision_recall, cb.metric.ball) == (3, "closed")
     # agreeing explicit values are accepted
     same = PRDCallback(
         REAL, protocol="standin", weights=path, num_samples=60, num_real=40, feature_extractor="standin-net"
     )
-    assert (same.num_samples, same.metric.k_pr) == (60, 3)
+    assert (same.num_samples, same.metric.k_precision_recall) == (60, 3)
     PRDCallback(REAL, protocol="standin", weights=path, metric={"k_precision_recall": 3, "ball": "closed"})
     PRDCallback(REAL, protocol="standin", weights=path, feature_extractor={"resize": "area"})
 
@@ -113,7 +113,13 @@ def test_the_protocol_sets_extractor_k_ball_and_counts(standin):
 def test_a_protocol_without_a_network_sets_k_ball_and_counts():
     prdc = get_protocol("prdc")  # clovaai prdc: nearest_k = 5, strict <, 10,000 and 10,000
     cb = PRDCallback(REAL, protocol="prdc")
-    assert (cb.num_samples, cb.num_real, cb.metric.k_pr, cb.metric.k_dc, cb.metric.ball) == (10000, 10000, 5, 5, "open")
+    assert (
+        cb.num_samples,
+        cb.num_real,
+        cb.metric.k_precision_recall,
+        cb.metric.k_density_coverage,
+        cb.metric.ball,
+    ) == (10000, 10000, 5, 5, "open")
     assert cb.feature_extractor is None or cb.feature_extractor(REAL[:3]).shape == (3, 2)
     own = nn.Linear(2, 3)  # features as given: any extractor may feed them
     assert PRDCallback(REAL, protocol=prdc, feature_extractor=own).feature_extractor is own
@@ -122,7 +128,7 @@ def test_a_protocol_without_a_network_sets_k_ball_and_counts():
 def test_without_a_protocol_nothing_changes():
     cb = PRDCallback(REAL)
     assert cb.protocol is None and (cb.num_samples, cb.num_real) == (2048, None)
-    assert (cb.metric.k_pr, cb.metric.k_dc, cb.metric.ball) == (3, 5, "closed")
+    assert (cb.metric.k_precision_recall, cb.metric.k_density_coverage, cb.metric.ball) == (3, 5, "closed")
 
 
 @pytest.mark.parametrize(
@@ -226,7 +232,7 @@ def _expected(path, **extra):
     """The stand-in protocol's fingerprint fields, from the file and the protocol's own numbers."""
     sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
     out = dict(protocol="standin", extractor="standin-net", weights_sha256=sha, resize="area", quantisation="round")
-    out.update(num_real=40, num_fake=60, k=3, ball="closed", dtype="float32")
+    out.update(num_real=40, num_fake=60, k_precision_recall=3, ball="closed", dtype="float32")
     out.update(extra)
     return out
 
@@ -279,7 +285,11 @@ def test_the_fingerprint_is_logged_once_per_fit_to_tensorboard_and_csv(standin, 
     # TensorBoard: one text event, and the HParams tab keeps the module's own hyperparameters beside it
     assert _text_events(tb.log_dir, "prd/fingerprint/text_summary") == [cb.fingerprint]
     shown = _last_hparams(tb.log_dir)
-    assert shown["lr"] == 0.25 and shown["prd/fingerprint/k"] == 3 and shown["prd/fingerprint/resize"] == "area"
+    assert (
+        shown["lr"] == 0.25
+        and shown["prd/fingerprint/k_precision_recall"] == 3
+        and shown["prd/fingerprint/resize"] == "area"
+    )
     assert cb.state_dict()["fingerprint"] == cb.fingerprint
 
 
@@ -424,5 +434,5 @@ def test_protocol_and_weights_in_a_lightning_cli_yaml(standin, tmp_path):
         cli = LightningCLI(TinyGenerator, PointsData, args=["fit", "--config", str(config)], save_config_kwargs={})
     cb = next(c for c in cli.trainer.callbacks if isinstance(c, PRDCallback))
     assert cb.protocol.name == "standin" and isinstance(cb.feature_extractor, StandIn)
-    assert (cb.num_samples, cb.num_real, cb.metric.k_pr) == (60, 40, 3)
+    assert (cb.num_samples, cb.num_real, cb.metric.k_precision_recall) == (60, 40, 3)
     assert cb.fingerprint["num_real"] == 40 and len(cb.history) == 1

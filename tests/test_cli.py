@@ -34,11 +34,13 @@ def _functional(name, module):
     return fn
 
 
-def expected_scores(real, fake, *, k_pr=3, k_dc=5, seed=0, clusters=5, runs=2, num_alphas=30):
+def expected_scores(
+    real, fake, *, k_precision_recall=3, k_density_coverage=5, seed=0, clusters=5, runs=2, num_alphas=30
+):
     """Every scalar the CLI reports, straight from lightning_prd.functional."""
     real, fake = torch.as_tensor(real), torch.as_tensor(fake)
-    precision, recall = F.precision_recall(real, fake, k=k_pr)
-    density, coverage = F.density_coverage(real, fake, k=k_dc)
+    precision, recall = F.precision_recall(real, fake, k=k_precision_recall)
+    density, coverage = F.density_coverage(real, fake, k=k_density_coverage)
     out = {
         "precision": precision,
         "recall": recall,
@@ -55,7 +57,7 @@ def expected_scores(real, fake, *, k_pr=3, k_dc=5, seed=0, clusters=5, runs=2, n
         out["f_beta"], out["f_inv_beta"] = prd_f_beta(p, r)
     alpha_beta = _functional("alpha_precision_beta_recall", "alpha_beta")
     if alpha_beta is not None:
-        ab = alpha_beta(real, fake, num_alphas=num_alphas, k=k_dc)
+        ab = alpha_beta(real, fake, num_alphas=num_alphas, k=k_density_coverage)
         out.update({k: ab[k] for k in ("alpha_precision", "beta_recall", "authenticity")})
     return {k: float(v) for k, v in out.items()}
 
@@ -148,16 +150,18 @@ def test_npz_keys_first_array_and_pt(files, arrays, capsys):
                 "fake",
                 "--json",
                 str(out),
-                "--k-pr",
+                "--k-precision-recall",
                 "2",
-                "--k-dc",
+                "--k-density-coverage",
                 "4",
                 *FAST_PRD,
             ]
         )
         == 0
     )
-    assert_scores_equal(json.loads(out.read_text())["scores"], expected_scores(real, fake, k_pr=2, k_dc=4))
+    assert_scores_equal(
+        json.loads(out.read_text())["scores"], expected_scores(real, fake, k_precision_recall=2, k_density_coverage=4)
+    )
     # .npz without a key: the first array ("real"); .pt: a tensor, and the first tensor of a dict
     assert (
         main(
@@ -432,7 +436,7 @@ def bad_inputs(files, arrays):
         (["--fake", "{d}/both.npz", "--fake-key", "nope"], "no array named 'nope'"),
         (["--fake", "{d}/fake.npy", "--weights", "w.pth"], "--weights needs --extractor"),
         (["--fake", "{d}/fake.npy", "--extractor", "no-such-net"], "no-such-net"),
-        (["--fake", "{d}/fake.npy", "--k-pr", "70"], "at least"),
+        (["--fake", "{d}/fake.npy", "--k-precision-recall", "70"], "at least"),
         (["--fake", "{d}/fake.npy", "--device", "potato"], "--device"),
     ],
 )
@@ -447,7 +451,7 @@ def test_bad_input_is_one_line_without_traceback(bad_inputs, capsys, extra, matc
 
 def test_usage_errors_exit_2_with_one_line(files, capsys):
     assert main(["evaluate", "--real", str(files / "real.npy")]) == 2  # --fake missing
-    assert main(["evaluate", "--real", "a.npy", "--fake", "b.npy", "--k-pr", "0"]) == 2
+    assert main(["evaluate", "--real", "a.npy", "--fake", "b.npy", "--k-precision-recall", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "positive integer" in err and "Traceback" not in err
     assert main([]) == 2
@@ -596,7 +600,12 @@ BAD_FILES = {
     "uint8": ("u8.npy", _npy(np.zeros((20, 4), np.uint8)), [], ["floating-point features, but got dtype torch.uint8"]),
     "bool": ("b.pt", _pt(torch.from_numpy(SMALL > 0)), [], ["floating-point features, but got dtype torch.bool"]),
     "complex": ("c.npy", _npy(SMALL.astype(np.complex64)), [], ["real-valued features, but got dtype torch.complex64"]),
-    "fewer than k + 1 samples": ("few.npy", _npy(SMALL[:3]), [], ["--k-pr: expected at most 2, but got 3", "3 sampl"]),
+    "fewer than k + 1 samples": (
+        "few.npy",
+        _npy(SMALL[:3]),
+        [],
+        ["--k-precision-recall: expected at most 2, but got 3", "3 sampl"],
+    ),
 }
 
 
@@ -652,12 +661,32 @@ def test_unreadable_image_names_flag_and_file(tmp_path, capfd, flag, case, fragm
 @pytest.mark.parametrize(
     ("fake", "extra", "fragments"),
     [
-        ("real.npy", ["--k-pr", "20"], ["--k-pr: expected at most 19, but got 20", "--real", "holds 20 samples"]),
-        ("real.npy", ["--k-dc", "20"], ["--k-dc: expected at most 19, but got 20", "--real", "holds 20 samples"]),
-        ("real.npy", ["--num-samples", "3"], ["--k-pr: expected at most 2, but got 3", "3 samples (--num-samples 3)"]),
-        ("small.npy", ["--k-pr", "5"], ["--k-pr: expected at most 4, but got 5", "--fake", "small.npy"]),
+        (
+            "real.npy",
+            ["--k-precision-recall", "20"],
+            ["--k-precision-recall: expected at most 19, but got 20", "--real", "holds 20 samples"],
+        ),
+        (
+            "real.npy",
+            ["--k-density-coverage", "20"],
+            ["--k-density-coverage: expected at most 19, but got 20", "--real", "holds 20 samples"],
+        ),
+        (
+            "real.npy",
+            ["--num-samples", "3"],
+            ["--k-precision-recall: expected at most 2, but got 3", "3 samples (--num-samples 3)"],
+        ),
+        (
+            "small.npy",
+            ["--k-precision-recall", "5"],
+            ["--k-precision-recall: expected at most 4, but got 5", "--fake", "small.npy"],
+        ),
         ("real.npy", ["--prd-clusters", "41"], ["--prd-clusters: expected at most 40, but got 41", "N = 20, M = 20"]),
-        ("small.npy", ["--k-pr", "2"], ["--prd-clusters: expected at most 10, but got 20", "M = 5", "small.npy"]),
+        (
+            "small.npy",
+            ["--k-precision-recall", "2"],
+            ["--prd-clusters: expected at most 10, but got 20", "M = 5", "small.npy"],
+        ),
     ],
 )
 def test_option_too_large_for_the_data(tmp_path, capfd, fake, extra, fragments):
@@ -678,9 +707,19 @@ def test_options_at_their_limits_are_accepted(tmp_path):
     out = tmp_path / "o.json"
     base = ["evaluate", "--real", str(tmp_path / "real.npy"), "--json", str(out), "-q", "--prd-runs", "1"]
     fake = str(tmp_path / "real.npy")
-    assert main([*base, "--fake", fake, "--k-pr", "19", "--k-dc", "19", "--prd-clusters", "40"]) == 0
+    assert (
+        main(
+            [*base, "--fake", fake, "--k-precision-recall", "19", "--k-density-coverage", "19", "--prd-clusters", "40"]
+        )
+        == 0
+    )
     small = str(tmp_path / "small.npy")
-    assert main([*base, "--fake", small, "--k-pr", "4", "--k-dc", "10", "--prd-clusters", "10"]) == 0
+    assert (
+        main(
+            [*base, "--fake", small, "--k-precision-recall", "4", "--k-density-coverage", "10", "--prd-clusters", "10"]
+        )
+        == 0
+    )
     assert main([*base, "--fake", fake, "--seed", str(2**63 - 1), "--num-samples", "15", "--prd-clusters", "5"]) == 0
     assert json.loads(out.read_text())["settings"]["seed"] == 2**63 - 1
 
@@ -689,12 +728,12 @@ def test_options_at_their_limits_are_accepted(tmp_path):
 @pytest.mark.parametrize(
     ("option", "value", "what"),
     [
-        ("--k-pr", "0", "a positive integer"),
-        ("--k-pr", "-1", "a positive integer"),
-        ("--k-pr", "abc", "a positive integer"),
-        ("--k-pr", "2.5", "a positive integer"),
-        ("--k-pr", "", "a positive integer"),
-        ("--k-dc", "0", "a positive integer"),
+        ("--k-precision-recall", "0", "a positive integer"),
+        ("--k-precision-recall", "-1", "a positive integer"),
+        ("--k-precision-recall", "abc", "a positive integer"),
+        ("--k-precision-recall", "2.5", "a positive integer"),
+        ("--k-precision-recall", "", "a positive integer"),
+        ("--k-density-coverage", "0", "a positive integer"),
         ("--prd-clusters", "0", "a positive integer"),
         ("--prd-runs", "0", "an integer in [1, 10000]"),
         ("--prd-runs", "10001", "an integer in [1, 10000]"),
@@ -864,7 +903,10 @@ def test_outputs_next_to_input_images_that_are_not_images_are_written(image_fold
     [
         (["--fakes", "f.npy"], "unrecognized argument --fakes; did you mean --fake?"),
         (["--fake", "f.npy", "--jsn", "o.json"], "unrecognized argument --jsn; did you mean --json?"),
-        (["--fake", "f.npy", "--k_pr=3"], "unrecognized argument --k_pr; did you mean --k-pr?"),
+        (
+            ["--fake", "f.npy", "--k_precision_recall=3"],
+            "unrecognized argument --k_precision_recall; did you mean --k-precision-recall?",
+        ),
         (["--fake", "f.npy", "--zzz"], "unrecognized argument --zzz (see --help)"),
         (
             ["--fakes", "f.npy", "--plott", "p.png"],
@@ -1062,8 +1104,8 @@ def test_help_documents_everything(capfd):
         "--fake",
         "--json",
         "--plot",
-        "--k-pr",
-        "--k-dc",
+        "--k-precision-recall",
+        "--k-density-coverage",
         "--extractor",
         "--weights",
         "--device",

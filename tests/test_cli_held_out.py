@@ -242,7 +242,7 @@ def test_outputs_never_overwrite_the_test_file(sets, capfd):
 def test_too_few_generated_samples_for_fd_infinity(sets, capfd):
     path, x = sets
     np.save(path / "two.npy", x["fresh"].numpy()[:2])
-    argv = ["evaluate", "--real", str(path / "real.npy"), "--fake", str(path / "two.npy"), "--k-pr", "1"]
+    argv = ["evaluate", "--real", str(path / "real.npy"), "--fake", str(path / "two.npy"), "--k-precision-recall", "1"]
     assert main([*argv, "--no-alpha-beta", "--fd-infinity", *QUICK]) == 1
     _one_line(capfd, "--fd-infinity", "at least 3 generated samples", "two.npy holds 2")
 

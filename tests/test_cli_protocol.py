@@ -134,7 +134,7 @@ def test_fid_protocol_on_image_folders_gives_the_one_pass_table(stand_ins, folde
         digest,
         "tf1",
     )
-    assert (fp["num_real"], fp["num_fake"], fp["k"], fp["ball"]) == (14, 12, 3, "closed")
+    assert (fp["num_real"], fp["num_fake"], fp["k_precision_recall"], fp["ball"]) == (14, 12, 3, "closed")
     assert payload["protocol"]["name"] == "fid" and payload["settings"]["protocol"] == "fid"
     assert "fewer than the 50,000" in captured.err  # the protocol's count, not reached
     table = {line.split()[0] for line in captured.out.splitlines() if line.split()}
@@ -156,10 +156,10 @@ def test_compare_with_a_protocol_gives_a_fingerprint_per_set(stand_ins, folders,
 @pytest.mark.parametrize(
     "flags, value",
     [
-        (["--k-pr", "5"], "3"),
+        (["--k-precision-recall", "5"], "3"),
         (["--ball", "open"], "'closed'"),
         (["--extractor", "vgg16"], "'fid-inception'"),
-        (["--k-dc", "5"], "None"),
+        (["--k-density-coverage", "5"], "None"),
         (["--probabilistic"], "False"),
         (["--num-samples", "50000"], "all real"),
     ],
@@ -201,7 +201,16 @@ def test_only_frechet_scores_the_protocols_frechet_distance_alone(stand_ins, fol
 def test_flags_that_agree_with_the_protocol_are_accepted(stand_ins, folders, tmp_path, capsys):
     weights, _ = stand_ins
     real, fake = folders
-    agree = ["--k-pr", "3", "--ball", "closed", "--extractor", "fid-inception", "--no-prd", "--no-probabilistic"]
+    agree = [
+        "--k-precision-recall",
+        "3",
+        "--ball",
+        "closed",
+        "--extractor",
+        "fid-inception",
+        "--no-prd",
+        "--no-probabilistic",
+    ]
     argv = ["--protocol", "fid", "--real", str(real), "--fake", str(fake), "--weights", str(weights), *agree, "--kid"]
     code, payload, captured = _run(argv, tmp_path, capsys)
     assert code == 0, captured.err
@@ -244,7 +253,13 @@ def test_prdc_protocol_on_features_equals_the_prdc_package(tmp_path, capsys):
     for key, value in want.items():
         assert payload["scores"][key] == pytest.approx(float(value), abs=1e-6), key
     fp = payload["fingerprint"]
-    assert (fp["extractor"], fp["k"], fp["ball"], fp["num_real"], fp["num_fake"]) == ("identity", 5, "open", 60, 50)
+    assert (fp["extractor"], fp["k_precision_recall"], fp["ball"], fp["num_real"], fp["num_fake"]) == (
+        "identity",
+        5,
+        "open",
+        60,
+        50,
+    )
 
 
 def test_the_protocols_sample_counts_subsample_each_set(tmp_path, capsys):
@@ -279,9 +294,9 @@ def test_a_frechet_only_protocol(stand_ins, folders, tmp_path, capsys):
     r, f = _outputs(real), _outputs(fake)
     assert list(payload["scores"]) == ["frechet_distance"]
     assert payload["scores"]["frechet_distance"] == pytest.approx(oracle.frechet(r["pool"], f["pool"]), rel=1e-4)
-    assert payload["fingerprint"]["k"] is None
-    code, _, captured = _run([*argv, "--k-pr", "3"], tmp_path, capsys)
-    assert code == 2 and "--k-pr" in captured.err
+    assert payload["fingerprint"]["k_precision_recall"] is None
+    code, _, captured = _run([*argv, "--k-precision-recall", "3"], tmp_path, capsys)
+    assert code == 2 and "--k-precision-recall" in captured.err
 
 
 def test_help_lists_the_protocols(capsys):

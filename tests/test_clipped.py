@@ -205,5 +205,12 @@ def test_bad_input_names_the_argument():
         generative_metrics(real, fake, clipped=dict(K=3))
     with pytest.raises(ValueError, match="clipped\\['k'\\]"):
         generative_metrics(real, fake, clipped=dict(k=9))
-    few = dict(k_pr=None, k_dc=None, realism=False, authenticity=False, probabilistic=False, pr_cover=False)
+    few = dict(
+        k_precision_recall=None,
+        k_density_coverage=None,
+        realism=False,
+        authenticity=False,
+        probabilistic=False,
+        pr_cover=False,
+    )
     assert "clipped_density" not in generative_metrics(real[:5], fake[:4], clipped=True, **few)  # too small: left out

@@ -178,14 +178,16 @@ def test_generative_metrics_switch():
     assert CMMD_DEFAULTS == dict(sigma=10.0, scale=1000.0, unbiased=False)
     out = generative_metrics(real, fake, cmmd=True)
     assert float(out["cmmd"]) == float(cmmd(real, fake))
-    out = generative_metrics(real, fake, cmmd=dict(sigma=0.5, unbiased=True), k_pr=None, k_dc=None)
+    out = generative_metrics(
+        real, fake, cmmd=dict(sigma=0.5, unbiased=True), k_precision_recall=None, k_density_coverage=None
+    )
     assert float(out["cmmd"]) == float(cmmd(real, fake, sigma=0.5, unbiased=True))
     # CMMD alone still runs the pass (no k-NN score asked)
     out = generative_metrics(
         real,
         fake,
-        k_pr=None,
-        k_dc=None,
+        k_precision_recall=None,
+        k_density_coverage=None,
         realism=False,
         authenticity=False,
         frechet=False,

@@ -27,7 +27,7 @@ def _scores(metric):
 
 def _rank_fn(rank, world, split, reset_real):
     (r0, r1), (f0, f1) = SPLITS[split][rank]
-    m = GenerativeMetrics(realism=True, reset_real_features=reset_real, block_bytes=BLOCK)
+    m = GenerativeMetrics(preset="training", realism=True, reset_real_features=reset_real, block_bytes=BLOCK)
     for s in range(r0, r1, 13):  # several batches per rank
         m.update(REAL[s : min(s + 13, r1)], real=True)
     if f1 > f0:
@@ -58,7 +58,7 @@ def ddp_results(request):
 
 
 def _single():
-    m = GenerativeMetrics(realism=True, block_bytes=BLOCK)
+    m = GenerativeMetrics(preset="training", realism=True, block_bytes=BLOCK)
     m.update(REAL, real=True)
     m.update(FAKE, real=False)
     first = _scores(m)
@@ -115,7 +115,7 @@ def _count_tiles(rank, world, split_work):
     owned = []
     orig = _shard.Shard.owns
     _shard.Shard.owns = lambda self, c: owned.append(c) or orig(self, c)
-    m = GenerativeMetrics(block_bytes=BLOCK, split_work=split_work)
+    m = GenerativeMetrics(preset="training", block_bytes=BLOCK, split_work=split_work)
     m.update(REAL[rank::2], real=True)
     m.update(FAKE[rank::2], real=False)
     out = {k: float(v) for k, v in m.compute().items() if v.ndim == 0}

@@ -50,32 +50,34 @@ def _count_calls(monkeypatch, name):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("n,m,d,k_pr,k_dc", [(90, 130, 6, 3, 5), (150, 70, 12, 2, 4)])
-def test_equals_the_separate_functions(n, m, d, k_pr, k_dc, dtype):
+@pytest.mark.parametrize("n,m,d,k_precision_recall,k_density_coverage", [(90, 130, 6, 3, 5), (150, 70, 12, 2, 4)])
+def test_equals_the_separate_functions(n, m, d, k_precision_recall, k_density_coverage, dtype):
     real, fake = _data(n, m, d, dtype)
     out = generative_metrics(
         real,
         fake,
-        k_pr=k_pr,
-        k_dc=k_dc,
+        k_precision_recall=k_precision_recall,
+        k_density_coverage=k_density_coverage,
         prd=PRD,
-        alpha_beta=dict(num_alphas=9, k=k_dc),
+        alpha_beta=dict(num_alphas=9, k=k_density_coverage),
         per_sample=True,
         error_bars=3,
     )
-    p, r = F.precision_recall(real, fake, k=k_pr)
-    dens, cov = F.density_coverage(real, fake, k=k_dc)
+    p, r = F.precision_recall(real, fake, k=k_precision_recall)
+    dens, cov = F.density_coverage(real, fake, k=k_density_coverage)
     want = {"precision": p, "recall": r, "density": dens, "coverage": cov}
     want["authenticity"] = F.authenticity(real, fake)
     want["frechet_distance"] = F.frechet_distance(real, fake)
-    want["realism"] = F.realism_score(real, fake, k=k_pr)
-    ab = F.alpha_precision_beta_recall(real, fake, num_alphas=9, k=k_dc)
+    want["realism"] = F.realism_score(real, fake, k=k_precision_recall)
+    ab = F.alpha_precision_beta_recall(real, fake, num_alphas=9, k=k_density_coverage)
     want.update(ab)
     prd_opts = {key: v for key, v in PRD.items()}
     curve_p, curve_r = F.prd_curve(real, fake, enforce_balance="subsample", **prd_opts)
     want["prd_precision"], want["prd_recall"] = curve_p, curve_r
     want["f_beta"], want["f_inv_beta"] = F.prd_f_beta(curve_p, curve_r)
-    spread = score_spread(real, fake, num_splits=3, k_precision_recall=k_pr, k_density_coverage=k_dc)
+    spread = score_spread(
+        real, fake, num_splits=3, k_precision_recall=k_precision_recall, k_density_coverage=k_density_coverage
+    )
     want.update({f"{name}_std": v["std"].to(dtype) for name, v in spread.items()})
     # on by default: probabilistic P&R and PR-cover (default k = ceil((ln N + 6) / 3))
     want["p_precision"], want["p_recall"] = F.probabilistic_precision_recall(real, fake)
@@ -93,7 +95,7 @@ def test_equals_the_separate_functions(n, m, d, k_pr, k_dc, dtype):
 @pytest.mark.parametrize("n,m,d", [(80, 110, 5), (120, 60, 9)])
 def test_equals_float64_oracles(n, m, d):
     real, fake = _data(n, m, d, torch.float64, seed=5)
-    out = generative_metrics(real, fake)  # k_pr=3, k_dc=5
+    out = generative_metrics(real, fake)  # k_precision_recall=3, k_density_coverage=5
     r, f = real.numpy(), fake.numpy()
     op, orr = oracle.precision_recall(r, f, k=3)
     od, oc = oracle.density_coverage(r, f, k=5)
@@ -105,7 +107,7 @@ def test_equals_float64_oracles(n, m, d):
 
 
 def test_seed_note_worked_example():
-    out = generative_metrics(REAL_1D, FAKE_1D, k_pr=1, k_dc=1)
+    out = generative_metrics(REAL_1D, FAKE_1D, k_precision_recall=1, k_density_coverage=1)
     assert [float(out[n]) for n in ("precision", "recall", "density", "coverage")] == [0.75, 1.0, 1.5, 0.75]
     # NND_1 = 1 for every real sample, all kept; nearest reals of the fakes: 0, 1, 1, 3
     assert out["realism"].tolist() == pytest.approx([1 / 0.2, 1 / 0.2, 1 / 0.1, 1 / 4.0], rel=1e-6)
@@ -113,7 +115,7 @@ def test_seed_note_worked_example():
     r, f = REAL_1D.double().numpy()[:, 0], FAKE_1D.double().numpy()[:, 0]  # 1-D: (mu_r - mu_f)^2 + (s_r - s_f)^2
     fd = (r.mean() - f.mean()) ** 2 + (r.std(ddof=1) - f.std(ddof=1)) ** 2
     assert float(out["frechet_distance"]) == pytest.approx(fd, rel=1e-12)
-    out = generative_metrics(REAL_1D, FAKE_1D[:3], k_pr=1, k_dc=1)  # without the outlier 7
+    out = generative_metrics(REAL_1D, FAKE_1D[:3], k_precision_recall=1, k_density_coverage=1)  # without the outlier 7
     assert [float(out[n]) for n in ("precision", "recall", "coverage")] == [1.0, 0.5, 0.75]
 
 
@@ -122,7 +124,7 @@ def test_prdc_setting_matches_prdc(rng):
     real = torch.randn(300, 8, generator=rng, dtype=torch.float64)
     fake = 0.8 * torch.randn(250, 8, generator=rng, dtype=torch.float64)
     ref = prdc.compute_prdc(real_features=real.numpy(), fake_features=fake.numpy(), nearest_k=5)
-    out = generative_metrics(real, fake, k_pr=5, k_dc=5)
+    out = generative_metrics(real, fake, k_precision_recall=5, k_density_coverage=5)
     for name in ("precision", "recall", "density", "coverage"):
         assert float(out[name]) == pytest.approx(ref[name], abs=1e-12), name
 
@@ -141,7 +143,7 @@ def test_only_frechet_runs_no_knn_pass(monkeypatch):
     real, fake = _data(30, 20, 4, torch.float32)
     cross = _count_calls(monkeypatch, "cross_pass")
     off = dict(realism=False, authenticity=False, probabilistic=False, pr_cover=False)
-    out = generative_metrics(real, fake, k_pr=None, k_dc=None, **off)
+    out = generative_metrics(real, fake, k_precision_recall=None, k_density_coverage=None, **off)
     assert list(out) == ["frechet_distance"] and cross == []
 
 
@@ -160,17 +162,20 @@ def test_class_computes_the_same(rng):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        (dict(k_pr=0), r"`k_pr`.*0"),
-        (dict(k_dc=2.5), r"`k_dc`.*2.5"),
+        (dict(k_precision_recall=0), r"`k_precision_recall`.*0"),
+        (dict(k_density_coverage=2.5), r"`k_density_coverage`.*2.5"),
         (dict(prd="yes"), r"`prd`.*'yes'"),
         (dict(prd=dict(num_cluster=3)), r"`prd`.*unknown keys \['num_cluster'\]"),
         (dict(alpha_beta=dict(k=0)), r"`alpha_beta\['k'\]`.*0"),
         (dict(realism="no"), r"`realism`.*'no'"),
         (dict(authenticity=1), r"`authenticity`.*1"),
         (dict(error_bars=1), r"`error_bars`.*1"),
-        (dict(per_sample=True, k_dc=None), r"`k_pr` and `k_dc` to be set when `per_sample=True`"),
-        (dict(k_dc=39), r"`real` to hold at least k_dc \+ 1 = 40 samples.*got 30"),
-        (dict(k_pr=20), r"`fake` to hold at least k_pr \+ 1 = 21 samples.*got 20"),
+        (
+            dict(per_sample=True, k_density_coverage=None),
+            r"`k_precision_recall` and `k_density_coverage` to be set when `per_sample=True`",
+        ),
+        (dict(k_density_coverage=39), r"`real` to hold at least k_density_coverage \+ 1 = 40 samples.*got 30"),
+        (dict(k_precision_recall=20), r"`fake` to hold at least k_precision_recall \+ 1 = 21 samples.*got 20"),
         (dict(dtype=torch.float16), r"`dtype`.*float16"),
     ],
 )

@@ -27,7 +27,7 @@ FAKE = torch.cat(
 CT = dict(cell_threshold=5, num_cells=3)
 FLD = dict(num_epochs=3, batch_size=64)
 FDI = dict(num_points=4, min_size=40)
-OFF = dict(k_pr=3, k_dc=5, probabilistic=False, pr_cover=False)
+OFF = dict(k_precision_recall=3, k_density_coverage=5, probabilistic=False, pr_cover=False)
 
 
 def _close(a, b):

@@ -63,8 +63,8 @@ def test_threaded_pass_is_bit_identical_to_one_thread(monkeypatch, kind, screen)
 
 def test_threaded_pass_with_the_default_budget_and_open_balls(monkeypatch):
     real, fake = _data("copies", n=300, m=333)
-    one = _scores(monkeypatch, "1", real, fake, ball="open", k_pr=2, k_dc=4)
-    _same(one, _scores(monkeypatch, "2", real, fake, ball="open", k_pr=2, k_dc=4))
+    one = _scores(monkeypatch, "1", real, fake, ball="open", k_precision_recall=2, k_density_coverage=4)
+    _same(one, _scores(monkeypatch, "2", real, fake, ball="open", k_precision_recall=2, k_density_coverage=4))
 
 
 def test_threaded_pass_keeps_thread_count_and_grad_mode(monkeypatch):

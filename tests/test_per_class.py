@@ -96,15 +96,24 @@ def test_means_over_the_classes_where_defined(out):
 def test_options_pass_through(toy):
     real, real_labels, fake, fake_labels = toy
     res = per_class_metrics(
-        real, fake, real_labels=real_labels, fake_labels=fake_labels, k_pr=2, k_dc=3, ball="open", frechet=False
+        real,
+        fake,
+        real_labels=real_labels,
+        fake_labels=fake_labels,
+        k_precision_recall=2,
+        k_density_coverage=3,
+        ball="open",
+        frechet=False,
     )
     assert "frechet_distance_per_class" not in res
     for i, c in enumerate(res["classes"].tolist()[:3]):
         r, f = real[real_labels == c], fake[fake_labels == c]
-        want = generative_metrics(r, f, k_pr=2, k_dc=3, ball="open", frechet=False)
+        want = generative_metrics(r, f, k_precision_recall=2, k_density_coverage=3, ball="open", frechet=False)
         for name in ("precision", "recall", "density", "coverage"):
             assert res[f"{name}_per_class"][i] == float(want[name])
-    only_dc = per_class_metrics(real, fake, real_labels=real_labels, fake_labels=fake_labels, k_pr=None, frechet=False)
+    only_dc = per_class_metrics(
+        real, fake, real_labels=real_labels, fake_labels=fake_labels, k_precision_recall=None, frechet=False
+    )
     assert set(only_dc) == {
         "classes",
         "density_per_class",
@@ -116,7 +125,7 @@ def test_options_pass_through(toy):
         "coverage_min",
         "lowest_coverage_class",
     }
-    no_dc = per_class_metrics(real, fake, real_labels=real_labels, fake_labels=fake_labels, k_dc=None)
+    no_dc = per_class_metrics(real, fake, real_labels=real_labels, fake_labels=fake_labels, k_density_coverage=None)
     assert "lowest_coverage_class" not in no_dc and "coverage_mean" not in no_dc
 
 
@@ -127,7 +136,8 @@ def test_small_classes():
     real_labels = torch.tensor([0] * 6 + [1] * 3 + [2] * 8)
     fake_labels = torch.tensor([0] * 2 + [1] * 3 + [2] * 1)
     res = per_class_metrics(real, fake, real_labels=real_labels, fake_labels=fake_labels)
-    # class 0: 6 real (= k_dc + 1), 2 fake: density/coverage and Fréchet, not precision/recall (k_pr + 1 = 4)
+    # class 0: 6 real (= k_density_coverage + 1), 2 fake: density/coverage and Fréchet,
+    # not precision/recall (k_precision_recall + 1 = 4)
     d, c = density_coverage(real[:6], fake[:2], k=5)
     assert res["density_per_class"][0] == float(d) and res["coverage_per_class"][0] == float(c)
     assert res["frechet_distance_per_class"][0] == float(frechet_distance(real[:6], fake[:2]))
@@ -190,12 +200,12 @@ def test_bad_input(toy):
         per_class_metrics(real, fake, real_labels=real_labels, fake_labels=fake_labels > 0)
     with pytest.raises(TypeError, match="`fake_labels`"):
         per_class_metrics(real, fake, real_labels=real_labels, fake_labels=["cat"] * len(fake_labels))
-    with pytest.raises(ValueError, match="`k_pr` to be a positive integer, but got 0"):
-        per_class_metrics(real, fake, k_pr=0, **ok)
+    with pytest.raises(ValueError, match="`k_precision_recall` to be a positive integer, but got 0"):
+        per_class_metrics(real, fake, k_precision_recall=0, **ok)
     with pytest.raises(ValueError, match="`frechet` to be a bool"):
         per_class_metrics(real, fake, frechet="yes", **ok)
     with pytest.raises(ValueError, match="at least one score"):
-        per_class_metrics(real, fake, k_pr=None, k_dc=None, frechet=False, **ok)
+        per_class_metrics(real, fake, k_precision_recall=None, k_density_coverage=None, frechet=False, **ok)
     with pytest.raises(ValueError, match="ball"):
         per_class_metrics(real, fake, ball="round", **ok)
     with pytest.raises(ValueError, match="same number of features"):

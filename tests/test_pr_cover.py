@@ -118,9 +118,11 @@ def test_generative_metrics_equals_function(both_tile_paths):
     assert float(default["precision_cover"]) == float(pc) and float(default["recall_cover"]) == float(rc)
     # True: left out on sets too small for the default radii; explicit options raise
     small_real, small_fake = real[:10], fake[:8]
-    assert "precision_cover" not in generative_metrics(small_real, small_fake, k_pr=2, k_dc=2, pr_cover=True)
+    assert "precision_cover" not in generative_metrics(
+        small_real, small_fake, k_precision_recall=2, k_density_coverage=2, pr_cover=True
+    )
     with pytest.raises(ValueError, match="pr_cover"):
-        generative_metrics(small_real, small_fake, k_pr=2, k_dc=2, pr_cover=dict(k=3))
+        generative_metrics(small_real, small_fake, k_precision_recall=2, k_density_coverage=2, pr_cover=dict(k=3))
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from lightning_prd.features.images import (
     resolve_weights,
     state_dict_mismatch,
 )
+from lightning_prd.functional.engine.vocabulary import Default
 from lightning_prd.protocols import (
     FINGERPRINT_KEYS,
     available_protocols,
@@ -101,7 +102,13 @@ def test_the_table_holds_the_protocols_the_issue_names():
 )
 def test_protocol_rows(name, extractor, k, ball, num_real, num_fake):
     p = get_protocol(name)
-    assert (p.extractor, p.k, p.ball, p.num_real, p.num_fake) == (extractor, k, ball, num_real, num_fake)
+    assert (p.extractor, p.k_precision_recall, p.ball, p.num_real, p.num_fake) == (
+        extractor,
+        k,
+        ball,
+        num_real,
+        num_fake,
+    )
     assert p.matches and json.dumps(p.describe())
 
 
@@ -243,11 +250,17 @@ def test_metric_arguments_of_each_protocol():
     assert all(metric_arguments(name)[family] is False for name in available_protocols() for family in ("prd",))
 
 
-def test_resolve_arguments_counts_only_values_off_their_default():
-    defaults = {"k_precision_recall": 3, "ball": "closed", "kid": False}
-    out = resolve_arguments("prdc", {"k_precision_recall": 3, "ball": "closed", "kid": True}, defaults)
+def test_resolve_arguments_fills_only_the_arguments_left_unset():
+    unset = {"k_precision_recall": Default(3), "ball": Default("closed"), "kid": True}
+    out = resolve_arguments("prdc", unset)
     assert (out["k_precision_recall"], out["ball"], out["kid"]) == (5, "open", True)
-    assert resolve_arguments("prdc", {"k_precision_recall": 5}, defaults)["k_precision_recall"] == 5
+    assert resolve_arguments("prdc", {"k_precision_recall": 5})["k_precision_recall"] == 5
+    # a value written out is given, even when it equals the signature's default
+    for name, value in (("k_precision_recall", 3), ("ball", "closed")):
+        with pytest.raises(ValueError, match=f"`{name}` to agree with protocol 'prdc'"):
+            resolve_arguments("prdc", {**unset, name: value})
+    with pytest.raises(ValueError, match="no argument `defaults`"):
+        resolve_arguments("prdc", unset, {"ball": "closed"})
 
 
 def _sets(n=150, m=120, d=6, seed=0):
@@ -295,9 +308,14 @@ def test_generative_metrics_explicit_contradictions_raise(kwargs, named):
     assert all(s in str(err.value) for s in named), str(err.value)
 
 
-def test_generative_metrics_values_that_agree_or_sit_at_their_defaults_are_fine():
-    m = GenerativeMetrics(protocol="prdc", k_precision_recall=5, ball="closed", prd=True)
-    assert (m.k_pr, m.k_dc, m.ball, m.prd) == (5, 5, "open", None)
+def test_generative_metrics_values_that_agree_are_fine_and_given_defaults_that_contradict_raise():
+    m = GenerativeMetrics(protocol="prdc", k_precision_recall=5, ball="open", prd=False)
+    assert (m.k_precision_recall, m.k_density_coverage, m.ball, m.prd) == (5, 5, "open", None)
+    unset = GenerativeMetrics(protocol="prdc")
+    assert (unset.k_precision_recall, unset.ball) == (5, "open")
+    for given in (dict(ball="closed"), dict(k_precision_recall=3), dict(realism=True)):  # each equals a default
+        with pytest.raises(ValueError, match="to agree with protocol 'prdc'"):
+            GenerativeMetrics(protocol="prdc", **given)
     with pytest.raises(ValueError, match="fid50k"):
         GenerativeMetrics(protocol="fid50k")
 
@@ -312,26 +330,35 @@ def test_fingerprint_reads_the_extractor_attributes():
     want = {"protocol": "pr50k3", "extractor": "stand-in", "weights_sha256": "ab" * 32, "resize": "tf1"}
     assert {k: fp[k] for k in want} == want
     assert (fp["quantisation"], fp["input_size"], fp["dtype"]) == ("floor", [8, 8], "float16")
-    assert (fp["num_real"], fp["num_fake"], fp["k"], fp["ball"], fp["version"]) == (10, 7, 3, "closed", __version__)
+    assert (fp["num_real"], fp["num_fake"], fp["k_precision_recall"], fp["ball"], fp["version"]) == (
+        10,
+        7,
+        3,
+        "closed",
+        __version__,
+    )
 
 
 def test_fingerprint_defaults_for_any_extractor():
-    fp = fingerprint(RandomConvNet(num_features=4, size=16), k=5, ball="open")
+    fp = fingerprint(RandomConvNet(num_features=4, size=16), k_precision_recall=5, ball="open")
     assert (fp["extractor"], fp["weights_sha256"], fp["input_size"]) == ("RandomConvNet", None, [16, 16])
     assert fp["resize"] == "torch-bilinear-antialias" and fp["quantisation"] == "none" and fp["dtype"] == "float32"
     assert fingerprint(lambda x: x)["extractor"] == "function"
     bare = fingerprint(protocol="fd-dinov2")
-    assert (bare["extractor"], bare["k"], bare["ball"]) == ("dinov2", None, None)
+    assert (bare["extractor"], bare["k_precision_recall"], bare["ball"]) == ("dinov2", None, None)
     assert fingerprint()["extractor"] == "identity"
 
 
 def test_fingerprint_differences():
-    a = fingerprint(Identity(), num_real=100, num_fake=50, k=3, ball="closed")
+    a = fingerprint(Identity(), num_real=100, num_fake=50, k_precision_recall=3, ball="closed")
     assert fingerprint_differences(a, dict(a)) == {}
     b = dict(a, num_fake=60, ball="open", version="9.9.9")
     assert fingerprint_differences(a, b) == {"num_fake": (50, 60), "ball": ("closed", "open")}
     assert fingerprint_differences(a, b, ignore=())["version"] == (__version__, "9.9.9")
-    assert fingerprint_differences(a, {k: v for k, v in a.items() if k != "k"}) == {"k": (3, None)}
+    without = {key: v for key, v in a.items() if key != "k_precision_recall"}
+    assert fingerprint_differences(a, without) == {"k_precision_recall": (3, None)}
+    assert fingerprint_differences(a, {**without, "k": 3}) == {}  # an old fingerprint's key is read as the new one
+    assert fingerprint_differences(a, {**without, "k": 5}) == {"k_precision_recall": (3, 5)}
     assert fingerprint_differences({"input_size": (299, 299)}, {"input_size": [299, 299]}) == {}
 
 

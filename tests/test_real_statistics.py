@@ -12,7 +12,14 @@ G = torch.Generator().manual_seed(21)
 REAL = torch.randn(300, 5, generator=G) * 1.5 + 0.5
 FAKE = torch.randn(240, 5, generator=G)
 FD_ONLY = dict(
-    k_precision_recall=None, k_density_coverage=None, prd=False, alpha_beta=False, probabilistic=False, pr_cover=False
+    k_precision_recall=None,
+    k_density_coverage=None,
+    realism=False,
+    authenticity=False,
+    prd=False,
+    alpha_beta=False,
+    probabilistic=False,
+    pr_cover=False,
 )
 
 
@@ -33,7 +40,7 @@ def test_frechet_distance_from_statistics_equals_the_features():
 
 def test_a_metric_asking_for_more_is_refused_naming_what_it_asks():
     with pytest.raises(ValueError, match=r"stats\.npz \(300 samples\).*k_precision_recall, k_density_coverage, prd"):
-        GenerativeMetrics().set_real_statistics(*_stats(REAL), num_samples=300, source="stats.npz")
+        GenerativeMetrics(preset="training").set_real_statistics(*_stats(REAL), num_samples=300, source="stats.npz")
     with pytest.raises(ValueError, match="asks for vendi"):
         GenerativeMetrics(**FD_ONLY, frechet=False, vendi=True).set_real_statistics(*_stats(REAL))
 

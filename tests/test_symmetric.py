@@ -89,7 +89,9 @@ def test_joined_pass_equals_the_function():
             out = generative_metrics(real, fake, symmetric=dict(k=3), ball=ball, authenticity=authenticity)
             want = symmetric_precision_recall(real, fake, k=3, ball=ball)
             assert [float(out["sym_precision"]), float(out["sym_recall"])] == [float(v) for v in want]
-    out = generative_metrics(real, fake, symmetric=True, k_pr=5, k_dc=5)  # shares every ball with P/R and D/C
+    out = generative_metrics(
+        real, fake, symmetric=True, k_precision_recall=5, k_density_coverage=5
+    )  # shares every ball with P/R and D/C
     assert float(out["sym_recall"]) == min(float(out["recall"]), float(out["coverage"]))
     assert "sym_precision" not in generative_metrics(real, fake)  # off by default
 
@@ -108,5 +110,12 @@ def test_bad_input_names_the_argument():
         generative_metrics(real, fake, symmetric="on")
     with pytest.raises(ValueError, match="symmetric\\['k'\\]"):
         generative_metrics(real, fake, symmetric=dict(k=8))
-    few = dict(k_pr=None, k_dc=None, realism=False, authenticity=False, probabilistic=False, pr_cover=False)
+    few = dict(
+        k_precision_recall=None,
+        k_density_coverage=None,
+        realism=False,
+        authenticity=False,
+        probabilistic=False,
+        pr_cover=False,
+    )
     assert "sym_recall" not in generative_metrics(real[:5], fake[:5], symmetric=True, **few)  # too small: left out

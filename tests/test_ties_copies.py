@@ -45,10 +45,10 @@ def _oracle_authenticity(real, fake) -> float:
     return float((d[np.arange(len(fake)), i_star] > oracle.kth_radius(real, 1)[i_star]).mean())
 
 
-def _oracle_scores(real, fake, k_pr, k_dc):
+def _oracle_scores(real, fake, k_precision_recall, k_density_coverage):
     r, f = real.double().numpy(), fake.double().numpy()
-    p, rec = oracle.precision_recall(r, f, k=k_pr)
-    d, c = oracle.density_coverage(r, f, k=k_dc)
+    p, rec = oracle.precision_recall(r, f, k=k_precision_recall)
+    d, c = oracle.density_coverage(r, f, k=k_density_coverage)
     return float(p), float(rec), float(d), float(c), _oracle_authenticity(r, f)
 
 
@@ -125,7 +125,7 @@ def test_exact_copy_functional(case, block_bytes):
 @pytest.mark.parametrize("case", ["1e3+randn D16", "+-1e4 clusters D64"])
 def test_exact_copy_generative_metrics(case):
     real = _offset_set(case)
-    metric = GenerativeMetrics(prd=False, frechet=False)
+    metric = GenerativeMetrics(prd=False, frechet=False, alpha_beta=True)
     metric.update(real, real=True)
     metric.update(real.clone(), real=False)
     out = metric.compute()

@@ -50,6 +50,8 @@ KIND_RULES = {
     suite.SELF: "a reference-free diversity (the generated set's Vendi score over the real set's): 1 when "
     "matched, falls as modes are dropped",
     suite.PRIVACY: "checked only for copies and for invariance",
+    suite.RARITY: "a distance scale of the real k-NN balls (the rarity score's mean over the generated samples "
+    "inside one), with no ideal value: only invariance to translation is checked",
     suite.UNKNOWN: "a score whose kind is not registered: only invariance to translation is checked",
 }
 

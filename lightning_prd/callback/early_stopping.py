@@ -22,7 +22,7 @@ import pytorch_lightning as pl
 
 from lightning_prd.callback.core import PRDCallbackCore
 from lightning_prd.callback.schedule import fitting
-from lightning_prd.runs.scores import DIRECTIONS
+from lightning_prd.runs.scores import DIRECTIONS, target
 
 
 def mode_for(monitor: str) -> str:
@@ -31,11 +31,13 @@ def mode_for(monitor: str) -> str:
     way = DIRECTIONS.get(name)
     if way in ("higher", "lower"):
         return "max" if way == "higher" else "min"
-    why = {
-        "one": "is best at 1, so neither larger nor smaller is better",
-        "zero": "is best at 0, so neither larger nor smaller is better",
-        "none": "is a diagnostic that ranks nothing",
-    }.get(way or "", "has no known direction")
+    ideal = target(way) if way is not None else None
+    if way is None:
+        why = "has no known direction"
+    elif ideal is not None:
+        why = f"is best at {ideal:g}, so neither larger nor smaller is better"
+    else:
+        why = "is a diagnostic that ranks nothing"
     raise ValueError(
         f"Expected argument `mode` ('max' or 'min') for monitor {monitor!r}: the score {why}; "
         f"pass `mode=` or monitor another score"

@@ -19,6 +19,9 @@ from lightning_prd.features.registry import available_extractors, get_extractor
 from lightning_prd.functional.engine.inputs import non_finite_rows
 from lightning_prd.metrics.generative import GenerativeMetrics
 
+#: the callback's defaults for scoring during training (the dashboards' PRD and α/β curves)
+TRAINING = "training"
+
 
 def check_real(real: Any, name: str = "real") -> None:
     """``real`` is a non-empty, finite tensor (checked once, before any training) or an iterable of batches;
@@ -120,14 +123,17 @@ def check_bool(value: Any, name: str) -> bool:
 
 
 def build_metric(metric: Union[None, Mapping[str, Any], Any], per_sample: bool = False, closest_pairs: int = 0) -> Any:
-    """The callback's metric: ``GenerativeMetrics(reset_real_features=False)`` (with ``per_sample`` for
-    ``log_images`` and ``closest_pairs`` for ``log_closest_pairs`` when they are on), updated by the options of
-    a dict ``metric``, or the Metric ``metric`` itself."""
+    """The callback's metric: ``GenerativeMetrics(preset="training", reset_real_features=False)`` (with
+    ``per_sample`` for ``log_images`` and ``closest_pairs`` for ``log_closest_pairs`` when they are on), updated
+    by the options of a dict ``metric`` (any keyword of ``GenerativeMetrics``, a family switch such as
+    ``rarity: true``, or ``preset: null`` for the plain defaults), or the Metric ``metric`` itself."""
     extra: Dict[str, Any] = {"closest_pairs": closest_pairs} if closest_pairs else {}
+    if per_sample:
+        extra["per_sample"] = True
     if metric is None:
-        return GenerativeMetrics(reset_real_features=False, per_sample=per_sample, **extra)
+        return GenerativeMetrics(preset=TRAINING, reset_real_features=False, **extra)
     if isinstance(metric, Mapping):
-        options = {"reset_real_features": False, "per_sample": per_sample, **extra, **metric}
+        options = {"preset": TRAINING, "reset_real_features": False, **extra, **metric}
         return GenerativeMetrics(**options)
     if isinstance(metric, type):
         raise TypeError(

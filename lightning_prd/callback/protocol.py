@@ -149,7 +149,11 @@ def metric_with(p: Optional[Protocol], metric: Any) -> Any:
             check_against_protocol(p, "metric.protocol", get_protocol(own).name, p.name)
         return {**metric, "protocol": p}
     fixed = metric_arguments(p)
-    for attr, key in (("k_pr", "k_precision_recall"), ("k_dc", "k_density_coverage"), ("ball", "ball")):
+    for attr, key in (
+        ("k_precision_recall", "k_precision_recall"),
+        ("k_density_coverage", "k_density_coverage"),
+        ("ball", "ball"),
+    ):
         if fixed.get(key) is not None and hasattr(metric, attr):
             check_against_protocol(p, f"metric.{key}", getattr(metric, attr), fixed[key])
     return metric
@@ -178,18 +182,20 @@ def run_fingerprint(
     ``k_density_coverage`` beside ``k`` (precision/recall's) and ``dtype`` that of the k-NN distances (the
     metric's ``dtype``, else float64 for float64 features, float32 otherwise). With ``warn``, one warning when
     the real set holds fewer samples than the protocol's count."""
-    k_pr, k_dc, ball = (getattr(metric, name, None) for name in ("k_pr", "k_dc", "ball"))
-    ball = ball if k_pr is not None or k_dc is not None else None  # no k-NN score: no ball
+    k_precision_recall, k_density_coverage, ball = (
+        getattr(metric, name, None) for name in ("k_precision_recall", "k_density_coverage", "ball")
+    )
+    ball = ball if k_precision_recall is not None or k_density_coverage is not None else None  # no k-NN score: no ball
     knn = getattr(metric, "knn_dtype", None) or (torch.float64 if dtype == torch.float64 else torch.float32)
     out = fingerprint(
         extractor,
         protocol=p,
         num_real=num_real,
         num_fake=num_fake,
-        k=k_pr,
+        k_precision_recall=k_precision_recall,
         ball=ball,
         dtype=knn,
-        k_density_coverage=k_dc,
+        k_density_coverage=k_density_coverage,
     )
     if warn and p is not None and p.num_real is not None and num_real is not None and num_real < p.num_real:
         warnings.warn(

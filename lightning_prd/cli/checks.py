@@ -2,7 +2,8 @@
 
 * :func:`reject_unknown_flags`: an unknown flag is named, with the closest known one
   (``unrecognized argument --fakes; did you mean --fake?``), before argparse would report the
-  missing required flag it was probably meant to be.
+  missing required flag it was probably meant to be; a flag of an option's old name
+  (:data:`RENAMED_FLAGS`, e.g. ``--k-pr``) is refused with its one spelling.
 * :func:`check_outputs`: ``--json`` / ``--plot`` never overwrite an input. Files are compared by
   identity (device and inode, as :func:`os.path.samefile`), so a hard link, a symbolic link or
   another spelling of an input file is refused as the input itself; the images of an input
@@ -22,6 +23,12 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 
 from lightning_prd.cli.inputs import CLIError
 from lightning_prd.features.image_folder import IMAGE_SUFFIXES, image_files
+from lightning_prd.functional.engine.vocabulary import RENAMED
+
+#: old flag -> its one spelling (the option's name with dashes)
+RENAMED_FLAGS: Dict[str, str] = {
+    "--" + old.replace("_", "-"): "--" + new.replace("_", "-") for old, new in RENAMED.items()
+}
 
 _Identity = Tuple[int, int]
 
@@ -56,6 +63,10 @@ def reject_unknown_flags(build_parser: Callable[[], argparse.ArgumentParser], ar
     printed) to find what argparse leaves unrecognised. Anything else wrong with ``argv`` is left
     to the real parse, which reports it as before.
     """
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if flag in RENAMED_FLAGS:  # refused before argparse, which would take it as an abbreviation
+            build_parser().error(f"{flag} is spelled {RENAMED_FLAGS[flag]}")
     parser = build_parser()
     parsers = _quiet(parser)
     try:

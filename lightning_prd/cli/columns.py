@@ -22,10 +22,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from torch import Tensor
 
-from lightning_prd.runs.scores import DIRECTION_LABELS, DIRECTIONS, best_index, format_score
+from lightning_prd.runs.scores import DIRECTION_LABELS, DIRECTIONS, best_index, format_score, label
 
-#: every scalar column, in table order, with its direction
-COLUMNS: Dict[str, str] = dict(DIRECTIONS)
+#: every scalar column, in table order, with its direction (the registry's families, user ones included)
+COLUMNS = DIRECTIONS
 
 Value = Union[int, float]
 
@@ -35,7 +35,7 @@ def better(name: str) -> str:
     diagnostic, and a spread such as ``inception_score_std``)."""
     if name.endswith("_std") and name not in COLUMNS:
         return DIRECTION_LABELS["none"]
-    return DIRECTION_LABELS[COLUMNS.get(name, "higher")]
+    return label(COLUMNS.get(name, "higher"))
 
 
 def best(name: str, values: Sequence[float]) -> Optional[int]:

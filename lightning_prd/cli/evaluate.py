@@ -42,11 +42,13 @@ from lightning_prd.cli.evaluate_checks import (
     given_label_paths,
     set_labels,
 )
+from lightning_prd.cli.families import family_switches
 from lightning_prd.cli.inputs import CLIError, _check_path, _Source
 from lightning_prd.cli.labels import read_labels
 from lightning_prd.cli.parser import SCORES
 from lightning_prd.cli.plot import plot_format, write_plot
 from lightning_prd.cli.protocol import (
+    UsageError,
     apply_protocol,
     build_extractor,
     describe,
@@ -57,6 +59,7 @@ from lightning_prd.cli.protocol import (
     warn_if_short,
 )
 from lightning_prd.cli.reference import BY_CONTENT, load_set
+from lightning_prd.functional.engine.families import families
 from lightning_prd.protocols import Protocol, get_protocol
 
 #: one generated set's results: its scalar scores, its curves, and its per-class scores (None without labels)
@@ -87,27 +90,34 @@ class _Scorer:
         self.alpha_beta = not args.no_alpha_beta and not self.only_frechet
         prd = dict(num_clusters=args.prd_clusters, num_runs=args.prd_runs, seed=args.seed, enforce_balance="subsample")
         knn = not self.only_frechet
-        self.metric = GenerativeMetrics(
-            k_precision_recall=args.k_pr if knn else None,
-            k_density_coverage=args.k_dc if knn else None,
-            frechet=getattr(args, "frechet", True),
-            reset_real_features=False,
-            prd=prd if self.prd else False,
-            alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_dc) if self.alpha_beta else False,
-            kid=dict(seed=args.seed) if args.kid else False,
-            vendi=args.vendi,
-            top_pr=bool(args.top_pr),
-            ball=args.ball,
-            probabilistic=args.probabilistic and knn,
-            pr_cover=args.pr_cover and knn,
-            cmmd=args.cmmd,
-            clipped=args.clipped,
-            symmetric=args.symmetric,
-            fd_infinity=seeded if args.fd_infinity else False,
-            data_copying=seeded if args.data_copying else False,
-            fld=seeded if args.fld else False,
-            per_class=self.per_class,
-        ).to(device)
+        try:  # a family flag's options are checked here (the other flags before): a usage error
+            switches = family_switches(args)
+            self.metric = GenerativeMetrics(
+                k_precision_recall=args.k_precision_recall if knn else None,
+                k_density_coverage=args.k_density_coverage if knn else None,
+                frechet=getattr(args, "frechet", True),
+                realism=False,  # per-sample: not in the table
+                authenticity=False,  # in the table with alpha_beta
+                reset_real_features=False,
+                prd=prd if self.prd else False,
+                alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_density_coverage) if self.alpha_beta else False,
+                kid=dict(seed=args.seed) if args.kid else False,
+                vendi=args.vendi,
+                top_pr=bool(args.top_pr),
+                ball=args.ball,
+                probabilistic=args.probabilistic and knn,
+                pr_cover=args.pr_cover and knn,
+                cmmd=args.cmmd,
+                clipped=args.clipped,
+                symmetric=args.symmetric,
+                fd_infinity=seeded if args.fd_infinity else False,
+                data_copying=seeded if args.data_copying else False,
+                fld=seeded if args.fld else False,
+                per_class=self.per_class,
+                **switches,
+            ).to(device)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
         if real.statistics is not None:
             mean, cov = real.statistics
             self.metric.set_real_statistics(
@@ -172,8 +182,8 @@ def _direction_rows(names: Sequence[str], results: Sequence[Tuple[str, Result]])
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
     return {
         "protocol": getattr(args, "protocol", None),
-        "k_precision_recall": args.k_pr,
-        "k_density_coverage": args.k_dc,
+        "k_precision_recall": args.k_precision_recall,
+        "k_density_coverage": args.k_density_coverage,
         "ball": args.ball,
         "extractor": args.extractor,
         "weights": args.weights,
@@ -184,23 +194,16 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "detector": args.detector,
         "real_key": args.real_key or args.key,
         "fake_key": args.fake_key or args.key,
+        # every family with options: its options, None when off (PRD and alpha/beta: the flags that set them)
+        **{family.name: scorer.metric.plan.options_of(family.name) for family in families() if family.defaults},
         "prd": (
             {"num_clusters": args.prd_clusters, "num_runs": args.prd_runs, "enforce_balance": "subsample"}
             if scorer.prd
             else None
         ),
-        "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_dc, "embedding": None} if scorer.alpha_beta else None,
-        "kid": scorer.metric.kid,
-        "vendi": scorer.metric.vendi,
-        "top_pr": scorer.metric.top_pr,
-        "probabilistic": scorer.metric.probabilistic,
-        "pr_cover": scorer.metric.pr_cover,
-        "cmmd": scorer.metric.cmmd,
-        "clipped": scorer.metric.clipped,
-        "symmetric": scorer.metric.symmetric,
-        "fd_infinity": scorer.metric.plan.fd_infinity,
-        "data_copying": scorer.metric.plan.data_copying,
-        "fld": scorer.metric.plan.fld,
+        "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_density_coverage, "embedding": None}
+        if scorer.alpha_beta
+        else None,
         "test_key": (args.test_key or args.key) if args.test is not None else None,
         "per_class": scorer.per_class,
     }
@@ -238,8 +241,13 @@ def _header(
     if scorer.only_frechet:
         lines.append("scores    the Fréchet distance only (--only frechet)")
         return "\n".join(lines)
-    k_pr, k_dc = (k if k is not None else "-" for k in (args.k_pr, args.k_dc))
-    lines.append(f"k         precision/recall = {k_pr}  density/coverage = {k_dc}  balls = {args.ball}")
+    k_precision_recall, k_density_coverage = (
+        k if k is not None else "-" for k in (args.k_precision_recall, args.k_density_coverage)
+    )
+    lines.append(
+        f"k         precision/recall = {k_precision_recall}  density/coverage = {k_density_coverage}  "
+        f"balls = {args.ball}"
+    )
     parts = (
         ("PRD", "prd", args.no_prd, scorer.prd),
         ("alpha/beta", "alpha-beta", args.no_alpha_beta, scorer.alpha_beta),
@@ -324,7 +332,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     warn_if_short(protocol, real, "--real", args)
     real.extras.pop("logits", None)  # the Inception Score is the generated set's
     only = args.only == "frechet"
-    knn = [] if only else [(f, k) for f, k in (("--k-pr", args.k_pr), ("--k-dc", args.k_dc)) if k is not None]
+    knn = (
+        []
+        if only
+        else [
+            (f, k)
+            for f, k in (
+                ("--k-precision-recall", args.k_precision_recall),
+                ("--k-density-coverage", args.k_density_coverage),
+            )
+            if k is not None
+        ]
+    )
     need = "a covariance" if only else "k-NN radii"
     if real.statistics is None:
         check_sizes(real, "--real", knn, args, need=need)
@@ -352,7 +371,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
             )
-        check_sizes(fake, "--fake", knn[:1] if knn and knn[0][0] == "--k-pr" else [], args, need=need)
+        check_sizes(fake, "--fake", knn[:1] if knn and knn[0][0] == "--k-precision-recall" else [], args, need=need)
         clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
         if scorer.prd and args.prd_clusters > clustered:
             raise CLIError(

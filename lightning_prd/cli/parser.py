@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from lightning_prd import __version__
 from lightning_prd.cli.columns import COLUMNS
+from lightning_prd.cli.families import add_family_flags, load_entry_points
 from lightning_prd.cli.protocol import Recorded, RecordedBool, RecordedTrue, add_protocol_argument, protocols_epilog
 from lightning_prd.cli.runs import add_runs_parser
 from lightning_prd.functional.engine.inputs import MAX_SEED
@@ -64,11 +65,11 @@ inputs:
   line on stderr; usage errors (an unknown flag is named): status 2.
 
 scores (the table, and --json):
-  precision, recall (k = --k-pr)  Kynkäänniemi et al. 2019
-  density, coverage (k = --k-dc)  Naeem et al. 2020
+  precision, recall (k = --k-precision-recall)  Kynkäänniemi et al. 2019
+  density, coverage (k = --k-density-coverage)  Naeem et al. 2020
   f_beta, f_inv_beta              max F_8 / F_1/8 of the PRD curve, Sajjadi et al. 2018
   alpha_precision, beta_recall,   integrated alpha/beta curves and authenticity,
-  authenticity                    Alaa et al. 2022 (k = --k-dc, so beta = 1 is coverage)
+  authenticity                    Alaa et al. 2022 (k = --k-density-coverage, so beta = 1 is coverage)
   frechet_distance                the FID formula on these features
   clipped_density, clipped_coverage  with --clipped: Salvy et al. 2026 (k = 5), bounded in [0, 1]
   sym_precision, sym_recall       with --symmetric: Khayatkhoei & AbdAlmageed 2023 (k = 5)
@@ -193,9 +194,9 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG with the PRD and alpha/beta curves (when available)")
     add_protocol_argument(p)
     k_help = "k of precision/recall (default: 3)"
-    p.add_argument("--k-pr", type=_positive_int, default=3, metavar="K", action=Recorded, help=k_help)
+    p.add_argument("--k-precision-recall", type=_positive_int, default=3, metavar="K", action=Recorded, help=k_help)
     k_help = "k of density/coverage and beta-recall (default: 5)"
-    p.add_argument("--k-dc", type=_positive_int, default=5, metavar="K", action=Recorded, help=k_help)
+    p.add_argument("--k-density-coverage", type=_positive_int, default=5, metavar="K", action=Recorded, help=k_help)
     p.add_argument(
         "--ball",
         choices=("closed", "open"),
@@ -313,6 +314,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         metavar="A",
         help="points of the alpha/beta curves, at least 2 (default: 30)",
     )
+    add_family_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
 
@@ -395,6 +397,8 @@ def _add_features(sub: Any, fmt: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``lightning-prd`` argument parser (subcommands ``evaluate``, ``compare`` and ``runs``)."""
     from lightning_prd.features import available_extractors
+
+    load_entry_points()
 
     epilog = EPILOG.replace("{extractors}", ", ".join(available_extractors())).replace(
         "{protocols}", protocols_epilog()

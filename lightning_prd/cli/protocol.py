@@ -1,7 +1,8 @@
 """``lightning-prd evaluate --protocol NAME``: a named protocol (:mod:`lightning_prd.protocols`) as flags.
 
 A protocol sets, at once, ``--extractor`` (built from ``--weights`` or torch's hub cache, the protocol's own
-file only), the preprocessing and quantisation (the extractor's options), ``--k-pr``, ``--k-dc``, ``--ball``,
+file only), the preprocessing and quantisation (the extractor's options), ``--k-precision-recall``,
+``--k-density-coverage``, ``--ball``,
 which families run (``--no-prd``, ``--no-alpha-beta``, ``--no-probabilistic``, ``--no-pr-cover``, ``--cmmd``,
 ``--only frechet`` for a Fréchet-only protocol; ``--only frechet`` may also be given with any protocol that
 reports the Fréchet distance, to score it alone, e.g. against a statistics file) and the sample counts (the
@@ -23,12 +24,12 @@ torch-fidelity's 10 splits, of the generated set's logits) to the FID and precis
 
 Example:
     >>> import argparse
-    >>> args = argparse.Namespace(protocol="pr50k3", given_flags={"--k-pr": 5}, k_pr=5)
+    >>> args = argparse.Namespace(protocol="pr50k3", given_flags={"--k-precision-recall": 5}, k_precision_recall=5)
     >>> try:
     ...     apply_protocol(args)
     ... except UsageError as err:
     ...     print(str(err).split(";")[0])
-    --k-pr 5: contradicts protocol 'pr50k3', which sets it to 3
+    --k-precision-recall 5: contradicts protocol 'pr50k3', which sets it to 3
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def protocols_epilog() -> str:
     for name in available_protocols():
         p = get_protocol(name)
         counts = f"N = {p.num_real or 'all'}, M = {p.num_fake or 'all'}"
-        k = f"k = {p.k}, {p.ball} balls" if p.k is not None else "no k-NN"
+        k = f"k = {p.k_precision_recall}, {p.ball} balls" if p.k_precision_recall is not None else "no k-NN"
         files = f"weights {' or '.join(p.weights_files)}" if p.weights_files else "no weights"
         text = f"{p.extractor or 'features as given'}; {k}; {counts}; {files}; matches {p.matches}"
         lines += textwrap.wrap(text, 110, initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
@@ -119,8 +120,8 @@ def _flag_values(p: Protocol) -> Dict[str, Tuple[str, Any]]:
     """``{flag: (Namespace attribute, the protocol's value)}`` of the flags a protocol sets."""
     m = metric_arguments(p)
     flags: Dict[str, Tuple[str, Any]] = {
-        "--k-pr": ("k_pr", m["k_precision_recall"]),
-        "--k-dc": ("k_dc", m["k_density_coverage"]),
+        "--k-precision-recall": ("k_precision_recall", m["k_precision_recall"]),
+        "--k-density-coverage": ("k_density_coverage", m["k_density_coverage"]),
         "--no-prd": ("no_prd", True),
         "--no-alpha-beta": ("no_alpha_beta", True),
         "--probabilistic": ("probabilistic", False),
@@ -254,7 +255,7 @@ def describe(p: Protocol) -> str:
     """The header line of a protocol."""
     options = ", ".join(f"{k} {v}" for k, v in p.extractor_options.items())
     net = f"{p.extractor}" + (f" ({options})" if options else "") if p.extractor else "features as given"
-    k = f"k = {p.k}, {p.ball} balls" if p.k is not None else "no k-NN scores"
+    k = f"k = {p.k_precision_recall}, {p.ball} balls" if p.k_precision_recall is not None else "no k-NN scores"
     return f"{p.name}: {net}; {k}; N = {p.num_real or 'all'}, M = {p.num_fake or 'all'} ({p.matches})"
 
 
@@ -262,15 +263,15 @@ def run_fingerprint(
     extractor: Any, p: Optional[Protocol], real: _Source, fake: _Source, args: argparse.Namespace
 ) -> Dict[str, Any]:
     """The fingerprint of one scored pair of sets (:func:`lightning_prd.protocols.fingerprint`)."""
-    knn = args.only != "frechet" and args.k_pr is not None
+    knn = args.only != "frechet" and args.k_precision_recall is not None
     dtype: Optional[torch.dtype] = real.features.dtype if isinstance(real.features, Tensor) else None
     return fingerprint(
         extractor,
         protocol=p,
         num_real=real.num,
         num_fake=fake.num,
-        k=args.k_pr if knn else None,
+        k_precision_recall=args.k_precision_recall if knn else None,
         ball=args.ball if knn else None,
         dtype=dtype,
-        k_density_coverage=getattr(args, "k_dc", None) if knn else None,
+        k_density_coverage=getattr(args, "k_density_coverage", None) if knn else None,
     )

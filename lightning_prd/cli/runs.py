@@ -209,7 +209,7 @@ COMPACT = (
     ("quantisation", "quantisation"),
     ("N", "num_real"),
     ("M", "num_fake"),
-    ("k", "k"),
+    ("k", "k_precision_recall"),
     ("ball", "ball"),
 )
 
@@ -220,7 +220,8 @@ def compact_fingerprint(fingerprint: Optional[Mapping[str, Any]]) -> str:
 
     Example:
         >>> compact_fingerprint({"protocol": "pr50k3", "extractor": "vgg16-nvlabs", "weights_sha256": "ab" * 32,
-        ...                      "resize": None, "num_real": 50, "num_fake": 50, "k": 3, "ball": "closed"})
+        ...                      "resize": None, "num_real": 50, "num_fake": 50, "k_precision_recall": 3,
+        ...                      "ball": "closed"})
         'protocol=pr50k3 extractor=vgg16-nvlabs weights=abababababab resize=- quantisation=- N=50 M=50 k=3 ball=closed'
         >>> compact_fingerprint(None)
         'no fingerprint logged'
@@ -260,8 +261,8 @@ def fingerprint_warnings(runs: Sequence[Run]) -> List[str]:
 
     Example:
         >>> from lightning_prd.runs.reader import Run
-        >>> a = Run("a", "a", "csv", [], fingerprint={"resize": "tf1", "k": 3, "version": "1"})
-        >>> b = Run("b", "b", "csv", [], fingerprint={"resize": "clean", "k": 3, "version": "2"})
+        >>> a = Run("a", "a", "csv", [], fingerprint={"resize": "tf1", "k_precision_recall": 3, "version": "1"})
+        >>> b = Run("b", "b", "csv", [], fingerprint={"resize": "clean", "k_precision_recall": 3, "version": "2"})
         >>> print(fingerprint_warnings([a, b])[0])
         the runs' fingerprints differ: resize ("tf1": a; "clean": b); their scores are not comparable
     """

@@ -35,6 +35,7 @@ from lightning_prd.functional.density_coverage import (
     coverage_from_pass,
     density_from_pass,
 )
+from lightning_prd.functional.engine.family_scores import family_scores
 from lightning_prd.functional.engine.one_pass import PassResult, RealSide, run_pass
 from lightning_prd.functional.engine.plan import (
     ALPHA_BETA_DEFAULTS,
@@ -52,8 +53,10 @@ from lightning_prd.functional.engine.plan import (
     family_options,
     joined_ks,
     make_plan,
+    plan_of,
 )
 from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.engine.vocabulary import check_preset, check_renamed, default, plain, resolve
 from lightning_prd.functional.frechet import frechet_of
 from lightning_prd.functional.held_out import check_held_out_test, held_out_scores
 from lightning_prd.functional.kid import kid_scores, kid_summary
@@ -112,24 +115,27 @@ def scores_from_plan(
     real, fake = sets.real, sets.fake
     check_sizes(plan, real, fake)
     test = check_held_out_test(plan, real, test)  # before any work
-    k_pr, k_dc, ab = plan.k_pr, plan.k_dc, plan.alpha_beta
+    k_precision_recall, k_density_coverage, ab = plan.k_precision_recall, plan.k_density_coverage, plan.alpha_beta
     prob, cover_kc = family_options(plan, real, fake)
     clip_k, sym_k = joined_ks(plan, real, fake)
-    member = [k for k in (k_pr, k_dc, sym_k) if k is not None]
+    member = [k for k in (k_precision_recall, k_density_coverage, sym_k) if k is not None]
     extra_real = [1] if plan.authenticity else []
     if clip_k is not None:  # its NND_k balls, and the real radii and neighbours up to k + 1
         clip_member, clip_real = pass_options(clip_k, real.shape[0])
         member, extra_real = member + clip_member, extra_real + clip_real
+    registered = plan.registered()
+    asks = {fam.name: fam.pass_asks(options) for fam, options in registered if fam.pass_asks is not None}
+    extra_real += [k for ask in asks.values() for k in ask.real_ks]
     out: Dict[str, Tensor] = {}
     res: Optional[PassResult] = None
-    joined = prob is not None or cover_kc is not None or plan.cmmd is not None or clip_k is not None
+    joined = prob is not None or cover_kc is not None or plan.cmmd is not None or clip_k is not None or asks
     if member or plan.realism or plan.authenticity or joined:
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = run_pass(
             sets,
             member_ks=member,
-            recall_ks=[k for k in (k_pr, sym_k) if k is not None],
-            realism_k=(k_pr or 3) if plan.realism else None,
+            recall_ks=[k for k in (k_precision_recall, sym_k) if k is not None],
+            realism_k=(k_precision_recall or 3) if plan.realism else None,
             nearest="fake" if plan.authenticity or sym_k is not None else False,
             extra_real_ks=extra_real,
             fake_values=dist_g,
@@ -143,15 +149,16 @@ def scores_from_plan(
             ball=plan.ball,
             kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
             clipped=ClippedBalls(clip_k, strict=plan.ball == "open") if clip_k is not None else None,
+            reductions=[r for ask in asks.values() for r in ask.reductions],
         )
         if plan.cmmd is not None:
             out["cmmd"] = cmmd_from_pass(res, scale=plan.cmmd["scale"], unbiased=plan.cmmd["unbiased"])
-        if k_pr is not None:
-            out["precision"] = precision_from_pass(res, k_pr)
-            out["recall"] = recall_from_pass(res, k_pr)
-        if k_dc is not None:
-            out["density"] = density_from_pass(res, k_dc)
-            out["coverage"] = coverage_from_pass(res, k_dc)
+        if k_precision_recall is not None:
+            out["precision"] = precision_from_pass(res, k_precision_recall)
+            out["recall"] = recall_from_pass(res, k_precision_recall)
+        if k_density_coverage is not None:
+            out["density"] = density_from_pass(res, k_density_coverage)
+            out["coverage"] = coverage_from_pass(res, k_density_coverage)
         if prob is not None:
             out["p_precision"], out["p_recall"] = probabilistic_from_pass(res)
         if cover_kc is not None:
@@ -166,16 +173,17 @@ def scores_from_plan(
             out.update(alpha_beta_from_pass(res, num_alphas=ab["num_alphas"], k=ab["k"]))
         elif plan.authenticity:
             out["authenticity"] = _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
-        if plan.per_sample and k_pr is not None and k_dc is not None:  # make_plan requires both
-            out["inside_precision"] = res.cross.fake_in_real[k_pr]
-            out["covered"] = res.cross.real_ball_hit[k_dc]
-        if plan.error_bars is not None and k_pr is not None and k_dc is not None:  # make_plan requires both
+        # make_plan requires both ks for per_sample and error_bars
+        if plan.per_sample and k_precision_recall is not None and k_density_coverage is not None:
+            out["inside_precision"] = res.cross.fake_in_real[k_precision_recall]
+            out["covered"] = res.cross.real_ball_hit[k_density_coverage]
+        if plan.error_bars is not None and k_precision_recall is not None and k_density_coverage is not None:
             spread = split_spread(
                 sets,
                 num_splits=plan.error_bars,
-                names=("error_bars", plan.names.get("k_pr", "k_pr")),
-                k_precision_recall=k_pr,
-                k_density_coverage=k_dc,
+                names=("error_bars", "k_precision_recall"),
+                k_precision_recall=k_precision_recall,
+                k_density_coverage=k_density_coverage,
                 dtype=dtype,
                 block_bytes=block_bytes,
                 real_cache=res.real,
@@ -200,6 +208,8 @@ def scores_from_plan(
     if plan.top_pr is not None:
         out.update(top_pr_scores(sets, plan.top_pr, block_bytes=block_bytes, shard=shard))
     out.update(held_out_scores(sets, plan, test, res))
+    for family, options in registered:
+        out.update(family_scores(family, options, sets, res))
     return out, res
 
 
@@ -207,30 +217,32 @@ def generative_metrics(
     real: Any,
     fake: Any,
     *,
-    k_pr: Optional[int] = 3,
-    k_dc: Optional[int] = 5,
-    realism: bool = True,
-    authenticity: bool = True,
-    frechet: bool = True,
-    prd: Union[bool, Mapping[str, Any]] = False,
-    alpha_beta: Union[bool, Mapping[str, Any]] = False,
-    kid: Union[bool, Mapping[str, Any]] = False,
-    vendi: Union[bool, Mapping[str, Any]] = False,
-    top_pr: Union[bool, Mapping[str, Any]] = False,
-    probabilistic: Union[bool, Mapping[str, Any]] = True,
-    pr_cover: Union[bool, Mapping[str, Any]] = True,
-    per_sample: bool = False,
-    error_bars: Optional[int] = None,
-    dtype: Optional[torch.dtype] = None,
-    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
-    ball: str = "closed",
-    cmmd: Union[bool, Mapping[str, Any]] = False,
-    clipped: Union[bool, Mapping[str, Any]] = False,
-    symmetric: Union[bool, Mapping[str, Any]] = False,
-    fd_infinity: Union[bool, Mapping[str, Any]] = False,
-    data_copying: Union[bool, Mapping[str, Any]] = False,
-    fld: Union[bool, Mapping[str, Any]] = False,
-    test: Optional[Any] = None,
+    k_precision_recall: Optional[int] = default(3),
+    k_density_coverage: Optional[int] = default(5),
+    realism: bool = default(True),
+    authenticity: bool = default(True),
+    frechet: bool = default(True),
+    prd: Union[bool, Mapping[str, Any]] = default(False),
+    alpha_beta: Union[bool, Mapping[str, Any]] = default(False),
+    kid: Union[bool, Mapping[str, Any]] = default(False),
+    vendi: Union[bool, Mapping[str, Any]] = default(False),
+    top_pr: Union[bool, Mapping[str, Any]] = default(False),
+    probabilistic: Union[bool, Mapping[str, Any]] = default(True),
+    pr_cover: Union[bool, Mapping[str, Any]] = default(True),
+    per_sample: bool = default(False),
+    error_bars: Optional[int] = default(None),
+    dtype: Optional[torch.dtype] = default(None),
+    block_bytes: int = default(knn.DEFAULT_BLOCK_BYTES),
+    ball: str = default("closed"),
+    cmmd: Union[bool, Mapping[str, Any]] = default(False),
+    clipped: Union[bool, Mapping[str, Any]] = default(False),
+    symmetric: Union[bool, Mapping[str, Any]] = default(False),
+    fd_infinity: Union[bool, Mapping[str, Any]] = default(False),
+    data_copying: Union[bool, Mapping[str, Any]] = default(False),
+    fld: Union[bool, Mapping[str, Any]] = default(False),
+    test: Optional[Any] = default(None),
+    preset: Optional[str] = default(None),
+    **families: Any,
 ) -> Dict[str, Tensor]:
     r"""Every score of generated samples ``fake`` against real samples ``real``, from one k-NN pass.
 
@@ -239,13 +251,13 @@ def generative_metrics(
     to the k-th nearest neighbour in the same set (the point itself excluded) and closed balls
     :math:`B(x, r) = \{z : \lVert z - x\rVert \le r\}`:
 
-    * ``precision`` / ``recall`` (k = ``k_pr``, Kynkäänniemi et al. 2019, :func:`.precision_recall`):
+    * ``precision`` / ``recall`` (k = ``k_precision_recall``, Kynkäänniemi et al. 2019, :func:`.precision_recall`):
       share of fakes inside some real ball :math:`B(x_i, \mathrm{NND}_k(x_i))` / of reals inside
       some fake ball;
-    * ``density`` / ``coverage`` (k = ``k_dc``, Naeem et al. 2020, :func:`.density_coverage`):
+    * ``density`` / ``coverage`` (k = ``k_density_coverage``, Naeem et al. 2020, :func:`.density_coverage`):
       :math:`\frac{1}{kM}\sum_j \#\{i : y_j \in B_i\}` (1 is ideal) / share of real balls
       holding a fake;
-    * ``realism`` ``[M]`` (k = ``k_pr``, or 3, :func:`.realism_score`):
+    * ``realism`` ``[M]`` (k = ``k_precision_recall``, or 3, :func:`.realism_score`):
       :math:`\max_i \mathrm{NND}_k(x_i) / \lVert y - x_i\rVert` over the real balls up to the
       median radius;
     * ``authenticity`` (Alaa et al. 2022, :func:`.authenticity`): share of fakes farther from
@@ -283,14 +295,14 @@ def generative_metrics(
       (Jiralerspong et al. 2023); see :mod:`.held_out`.
 
     ``prdc`` computes all four of precision, recall, density and coverage with one
-    ``nearest_k`` and open balls (``d < r``); pass ``k_pr=5, k_dc=5, ball="open"`` for its
+    ``nearest_k`` and open balls (``d < r``); pass ``k_precision_recall=5, k_density_coverage=5, ball="open"`` for its
     setting (the papers use k = 3 and 5).
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
         fake: ``[M, D]`` generated features (the model Q).
-        k_pr: k of precision, recall and realism (3 in the paper); None skips precision/recall.
-        k_dc: k of density and coverage (5 in the paper); None skips them.
+        k_precision_recall: k of precision, recall and realism (3 in the paper); None skips precision/recall.
+        k_density_coverage: k of density and coverage (5 in the paper); None skips them.
         realism: return ``realism``, one score per generated sample.
         authenticity: return ``authenticity`` (always returned with ``alpha_beta``).
         frechet: return ``frechet_distance``.
@@ -331,8 +343,8 @@ def generative_metrics(
         test: ``[T, D]`` held-out real features (not trained on), for ``data_copying`` and ``fld``
             (``real`` is then the training set); refused without them.
         per_sample: also return ``inside_precision`` ``[M]`` (each fake inside a real
-            ``k_pr`` ball) and ``covered`` ``[N]`` (each real ``k_dc`` ball holds a fake); needs
-            ``k_pr`` and ``k_dc``.
+            ``k_precision_recall`` ball) and ``covered`` ``[N]`` (each real ``k_density_coverage``
+            ball holds a fake); needs ``k_precision_recall`` and ``k_density_coverage``.
         error_bars: None, or a number S >= 2 of disjoint generated subsamples: adds
             ``precision_std``, ``recall_std``, ``density_std``, ``coverage_std``, the standard
             deviation over the S parts (see :func:`lightning_prd.functional.uncertainty.score_spread`).
@@ -342,6 +354,14 @@ def generative_metrics(
         ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, as ``prdc``) balls for
             precision, recall, density and coverage (and their ``error_bars``, ``per_sample``
             flags); realism, authenticity and α-precision / β-recall do not depend on it.
+        preset: None, or a named set of defaults (:data:`~lightning_prd.functional.engine.vocabulary.PRESETS`:
+            ``"training"`` adds ``prd`` and ``alpha_beta`` and leaves out ``realism``); a given value wins.
+        families: the switches of the registry's other families, by name: ``rarity`` (the rarity score, Han et
+            al. 2023, :func:`.rarity_score`: ``rarity`` ``[M]`` and ``rarity_mean``; True or a dict overriding
+            ``k=3``) and every family registered with :func:`~lightning_prd.register_family` (off unless
+            asked for; True or a dict of its options).
+
+    Every keyword is also a keyword of :class:`~lightning_prd.GenerativeMetrics`, with the same default.
 
     Returns:
         dict of 0-dim tensors (and the per-sample and curve tensors named above), in the compute
@@ -356,7 +376,7 @@ def generative_metrics(
         >>> import torch
         >>> real = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
         >>> fake = torch.tensor([[0.2], [0.8], [1.1], [7.0]])
-        >>> out = generative_metrics(real, fake, k_pr=1, k_dc=1)
+        >>> out = generative_metrics(real, fake, k_precision_recall=1, k_density_coverage=1)
         >>> {n: float(out[n]) for n in ("precision", "recall", "density", "coverage", "authenticity")}
         {'precision': 0.75, 'recall': 1.0, 'density': 1.5, 'coverage': 0.75, 'authenticity': 0.25}
         >>> out["realism"]
@@ -364,28 +384,11 @@ def generative_metrics(
         >>> round(float(out["frechet_distance"]), 4)
         4.1394
     """
-    plan = make_plan(
-        k_pr=k_pr,
-        k_dc=k_dc,
-        realism=realism,
-        authenticity=authenticity,
-        frechet=frechet,
-        prd=prd,
-        alpha_beta=alpha_beta,
-        error_bars=error_bars,
-        per_sample=per_sample,
-        kid=kid,
-        vendi=vendi,
-        top_pr=top_pr,
-        ball=ball,
-        probabilistic=probabilistic,
-        pr_cover=pr_cover,
-        cmmd=cmmd,
-        clipped=clipped,
-        symmetric=symmetric,
-        fd_infinity=fd_infinity,
-        data_copying=data_copying,
-        fld=fld,
+    check_renamed(families)
+    opts = resolve(
+        {name: value for name, value in locals().items() if name not in ("real", "fake", "families", "preset")},
+        preset=check_preset(plain(preset)),
     )
+    plan = plan_of(opts, families)
     sets = FeatureSets.check(real, fake)
-    return scores_from_plan(sets, plan, dtype=dtype, block_bytes=block_bytes, test=test)[0]
+    return scores_from_plan(sets, plan, dtype=opts["dtype"], block_bytes=opts["block_bytes"], test=opts["test"])[0]

@@ -15,8 +15,8 @@ with the lowest coverage is named: the class the model covers worst, usually a d
 
 Rules where a class is small or missing from one set (``n_r`` real rows, ``n_f`` generated rows):
 
-- precision and recall need ``k_pr + 1`` rows of the class in both sets;
-- density and coverage need ``k_dc + 1`` real rows and one generated row;
+- precision and recall need ``k_precision_recall + 1`` rows of the class in both sets;
+- density and coverage need ``k_density_coverage + 1`` real rows and one generated row;
 - the Fréchet distance needs 2 rows in each set (a covariance);
 
 and are NaN otherwise, except where one set has no row of the class at all:
@@ -63,6 +63,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_positive_int
 from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.engine.vocabulary import check_renamed
 from lightning_prd.functional.generative import generative_metrics
 
 __all__ = ["PER_CLASS_SCORES", "per_class_metrics", "per_class_scalars"]
@@ -124,24 +125,25 @@ def per_class_metrics(
     *,
     real_labels: Any,
     fake_labels: Any,
-    k_pr: Optional[int] = 3,
-    k_dc: Optional[int] = 5,
+    k_precision_recall: Optional[int] = 3,
+    k_density_coverage: Optional[int] = 5,
     frechet: bool = True,
     ball: str = "closed",
     classes: Optional[Sequence[int]] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
+    **unknown: Any,
 ) -> Dict[str, Tensor]:
     r"""Precision, recall, density, coverage and Fréchet distance per class, their means, the worst-covered class.
 
     Class ``c``'s scores are those of :func:`.generative_metrics` on the rows labelled ``c``:
-    :math:`s_c = s(\{x_i : a_i = c\}, \{y_j : b_j = c\})` with the same ``k_pr``, ``k_dc`` and
-    ``ball``, and ``s_mean`` is their mean over the classes where ``s`` is defined (NaN when it
-    is defined on none). Classes too small for a score, or absent from one set, follow the
+    :math:`s_c = s(\{x_i : a_i = c\}, \{y_j : b_j = c\})` with the same ``k_precision_recall``,
+    ``k_density_coverage`` and ``ball``, and ``s_mean`` is their mean over the classes where ``s`` is
+    defined (NaN when it is defined on none). Classes too small for a score, or absent from one set, follow the
     module's rules: a class with no generated sample has recall and coverage 0 and precision and
     density NaN; one with no real sample has precision and density 0 and recall and coverage NaN;
-    precision/recall need ``k_pr + 1`` rows in both sets, density/coverage ``k_dc + 1`` real rows
-    and one generated row, the Fréchet distance 2 rows in each (NaN otherwise).
+    precision/recall need ``k_precision_recall + 1`` rows in both sets, density/coverage
+    ``k_density_coverage + 1`` real rows and one generated row, the Fréchet distance 2 rows in each (NaN otherwise).
 
     Args:
         real: ``[N, D]`` real features (the reference distribution P).
@@ -149,8 +151,8 @@ def per_class_metrics(
         real_labels: ``[N]`` integer class label of each real row.
         fake_labels: ``[M]`` integer class label of each generated row (the class it was
             conditioned on).
-        k_pr: k of precision and recall (3, as the paper); None skips them.
-        k_dc: k of density and coverage (5, as the paper); None skips them (and the lowest
+        k_precision_recall: k of precision and recall (3, as the paper); None skips them.
+        k_density_coverage: k of density and coverage (5, as the paper); None skips them (and the lowest
             coverage class).
         frechet: compute the Fréchet distance per class (one ``D x D`` eigendecomposition per
             class; switch it off for many classes of wide features).
@@ -166,11 +168,11 @@ def per_class_metrics(
 
         - ``classes``: ``[C]`` int64, the class labels; every ``*_per_class`` entry follows this order;
         - ``<score>_per_class``: ``[C]`` float64 for each computed score of
-          :data:`PER_CLASS_SCORES` (``precision``, ``recall`` with ``k_pr``; ``density``,
-          ``coverage`` with ``k_dc``; ``frechet_distance`` with ``frechet``);
+          :data:`PER_CLASS_SCORES` (``precision``, ``recall`` with ``k_precision_recall``; ``density``,
+          ``coverage`` with ``k_density_coverage``; ``frechet_distance`` with ``frechet``);
         - ``<score>_mean``: 0-dim float64, the mean over the classes where the score is defined;
         - ``num_real_per_class``, ``num_fake_per_class``: ``[C]`` int64 row counts;
-        - with ``k_dc``: ``coverage_min`` (0-dim float64, the lowest coverage; NaN when no class
+        - with ``k_density_coverage``: ``coverage_min`` (0-dim float64, the lowest coverage; NaN when no class
           has one) and, when some class has a coverage, ``lowest_coverage_class`` (0-dim int64,
           the label; among equal lowest coverages, the first in ``classes`` order).
 
@@ -187,20 +189,36 @@ def per_class_metrics(
         >>> bool(out["coverage_per_class"][0] == want)
         True
     """
+    check_renamed(unknown)
+    if unknown:
+        raise TypeError(f"per_class_metrics() got unexpected keyword arguments {sorted(unknown)}")
     sets = FeatureSets.check(real, fake)
-    k_pr = None if k_pr is None else check_positive_int(k_pr, "k_pr")
-    k_dc = None if k_dc is None else check_positive_int(k_dc, "k_dc")
+    k_precision_recall = (
+        None if k_precision_recall is None else check_positive_int(k_precision_recall, "k_precision_recall")
+    )
+    k_density_coverage = (
+        None if k_density_coverage is None else check_positive_int(k_density_coverage, "k_density_coverage")
+    )
     if not isinstance(frechet, bool):
         raise ValueError(f"Expected argument `frechet` to be a bool, but got {frechet!r}")
-    if k_pr is None and k_dc is None and not frechet:
-        raise ValueError("Expected at least one score to compute, but `k_pr` and `k_dc` are None and `frechet=False`")
+    if k_precision_recall is None and k_density_coverage is None and not frechet:
+        raise ValueError(
+            "Expected at least one score to compute, but `k_precision_recall` and `k_density_coverage` are None "
+            "and `frechet=False`"
+        )
     ball = check_ball(ball)
     block_bytes = check_block_bytes(block_bytes)
     sets.compute_dtype(dtype)  # a bad `dtype` raises here, even when every class is too small for k-NN scores
     rl = _labels(real_labels, "real_labels", sets.num_real, "real")
     fl = _labels(fake_labels, "fake_labels", sets.num_fake, "fake")
     labels = _classes(classes, torch.cat([rl, fl]))
-    names = [n for n, on in zip(PER_CLASS_SCORES, (k_pr, k_pr, k_dc, k_dc, frechet)) if on not in (None, False)]
+    names = [
+        n
+        for n, on in zip(
+            PER_CLASS_SCORES, (k_precision_recall, k_precision_recall, k_density_coverage, k_density_coverage, frechet)
+        )
+        if on not in (None, False)
+    ]
     rows: Dict[str, List[float]] = {n: [] for n in names}
     device = sets.real.device
     rl_dev, fl_dev = rl.to(device), fl.to(device)
@@ -214,15 +232,15 @@ def per_class_metrics(
             row.update({n: 0.0 for n in ("recall", "coverage") if n in row})
         if n_r == 0 and n_f > 0:  # class the data lack: no generated sample lies in its (empty) support
             row.update({n: 0.0 for n in ("precision", "density") if n in row})
-        pr_ok = k_pr is not None and min(n_r, n_f) >= k_pr + 1
-        dc_ok = k_dc is not None and n_r >= k_dc + 1 and n_f >= 1
+        pr_ok = k_precision_recall is not None and min(n_r, n_f) >= k_precision_recall + 1
+        dc_ok = k_density_coverage is not None and n_r >= k_density_coverage + 1 and n_f >= 1
         fd_ok = frechet and min(n_r, n_f) >= 2
         if pr_ok or dc_ok or fd_ok:
             out = generative_metrics(
                 sets.real[rl_dev == c],
                 sets.fake[fl_dev == c],
-                k_pr=k_pr if pr_ok else None,
-                k_dc=k_dc if dc_ok else None,
+                k_precision_recall=k_precision_recall if pr_ok else None,
+                k_density_coverage=k_density_coverage if dc_ok else None,
                 frechet=fd_ok,
                 realism=False,
                 authenticity=False,
@@ -242,7 +260,7 @@ def per_class_metrics(
         result[f"{n}_mean"] = torch.nanmean(values).to(device) if len(values) else torch.tensor(math.nan)
     result["num_real_per_class"] = torch.tensor(num_real, dtype=torch.int64, device=device)
     result["num_fake_per_class"] = torch.tensor(num_fake, dtype=torch.int64, device=device)
-    if k_dc is not None:
+    if k_density_coverage is not None:
         coverage = torch.tensor(rows["coverage"], dtype=torch.float64)
         defined = ~torch.isnan(coverage)
         if bool(defined.any()):

@@ -54,31 +54,38 @@ def score_spread(
         >>> sorted(out), sorted(out["precision"])
         (['coverage', 'density', 'precision', 'recall'], ['mean', 'split_size', 'std', 'value'])
     """
-    k_pr = check_positive_int(k_precision_recall, "k_precision_recall")
-    k_dc = check_positive_int(k_density_coverage, "k_density_coverage")
+    k_precision_recall = check_positive_int(k_precision_recall, "k_precision_recall")
+    k_density_coverage = check_positive_int(k_density_coverage, "k_density_coverage")
     sets = FeatureSets.check(real, fake)
-    full = run_pass(sets, member_ks=[k_pr, k_dc], recall_ks=[k_pr], dtype=dtype, block_bytes=block_bytes, ball=ball)
+    full = run_pass(
+        sets,
+        member_ks=[k_precision_recall, k_density_coverage],
+        recall_ks=[k_precision_recall],
+        dtype=dtype,
+        block_bytes=block_bytes,
+        ball=ball,
+    )
     spread = split_spread(
         sets,
         num_splits=num_splits,
-        k_precision_recall=k_pr,
-        k_density_coverage=k_dc,
+        k_precision_recall=k_precision_recall,
+        k_density_coverage=k_density_coverage,
         seed=seed,
         dtype=dtype,
         block_bytes=block_bytes,
         real_cache=full.real,
         ball=ball,
     )
-    values = _scores(full, k_pr, k_dc)
+    values = _scores(full, k_precision_recall, k_density_coverage)
     return {name: {"value": values[name], **spread[name]} for name in values}
 
 
-def _scores(res: Any, k_pr: int, k_dc: int) -> Dict[str, Tensor]:
+def _scores(res: Any, k_precision_recall: int, k_density_coverage: int) -> Dict[str, Tensor]:
     return {
-        "precision": precision_from_pass(res, k_pr),
-        "recall": recall_from_pass(res, k_pr),
-        "density": density_from_pass(res, k_dc),
-        "coverage": coverage_from_pass(res, k_dc),
+        "precision": precision_from_pass(res, k_precision_recall),
+        "recall": recall_from_pass(res, k_precision_recall),
+        "density": density_from_pass(res, k_density_coverage),
+        "coverage": coverage_from_pass(res, k_density_coverage),
     }
 
 

@@ -44,14 +44,12 @@ from lightning_prd.loggers.base import (
     per_class_series,
 )
 from lightning_prd.runs.plotting import figure_to_array
-from lightning_prd.runs.scores import DIRECTIONS, direction
+from lightning_prd.runs.scores import Direction, direction
 
 #: points per epoch kept in the accumulated PRD table
 TABLE_POINTS = COMPACT_POINTS
 #: scalars that name a class rather than score one (summary ``last``)
 LABELS = ("lowest_coverage_class",)
-#: scores where lower is better (summary ``min``)
-LOWER_IS_BETTER = tuple(name for name, way in DIRECTIONS.items() if way == "lower")
 
 
 class WandbAdapter(LoggerAdapter):
@@ -86,7 +84,7 @@ class WandbAdapter(LoggerAdapter):
                 if name != "epoch" and isinstance(value, float):
                     self._track_closest_to_one(f"{self.prefix}{name}", value)
 
-    def _direction(self, key: str) -> str:
+    def _direction(self, key: str) -> Direction:
         """The direction of a prefixed key; a per-class score has its score's."""
         name = key[len(self.prefix) :]
         parts = per_class_parts(name)
@@ -103,7 +101,8 @@ class WandbAdapter(LoggerAdapter):
         for key, value in metrics.items():
             way = self._direction(key)
             summaries = {"lower": "min", "one": "none", "zero": "last", "none": "last"}
-            summary = "last" if key[len(self.prefix) :] in LABELS else summaries.get(way, "max")
+            targeted = not isinstance(way, str)  # a family's target value: W&B has no "closest to t" summary
+            summary = "last" if key[len(self.prefix) :] in LABELS or targeted else summaries.get(str(way), "max")
             self._define(run, key, summary)
             self._track_closest_to_one(key, value)
         self._pending = {**metrics, self.epoch_key: epoch}

@@ -10,10 +10,14 @@ import torch
 from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
+from lightning_prd.functional import knn
+from lightning_prd.functional.engine.families import families
 from lightning_prd.functional.engine.inputs import check_int, same_features
+from lightning_prd.functional.engine.plan import plan_of
 from lightning_prd.functional.engine.sets import FeatureSets
+from lightning_prd.functional.engine.vocabulary import check_preset, check_renamed, default, plain, resolve
 from lightning_prd.functional.frechet import check_statistics, frechet_to_statistics
-from lightning_prd.functional.generative import Plan, make_plan, scores_from_plan
+from lightning_prd.functional.generative import Plan, generative_metrics, scores_from_plan
 from lightning_prd.functional.held_out import check_held_out_test, needs_test
 from lightning_prd.functional.memorization import closest_pairs as pick_closest_pairs
 from lightning_prd.functional.memorization import nearest_real_from_pass
@@ -146,78 +150,54 @@ class GenerativeMetrics(FeatureMetric):
 
     def __init__(
         self,
-        k_precision_recall: Optional[int] = 3,
-        k_density_coverage: Optional[int] = 5,
-        realism: bool = False,
-        frechet: bool = True,
-        prd: Union[bool, Mapping[str, Any]] = True,
-        alpha_beta: Union[bool, Mapping[str, Any]] = True,
-        kid: Union[bool, Mapping[str, Any]] = False,
-        vendi: Union[bool, Mapping[str, Any]] = False,
-        top_pr: Union[bool, Mapping[str, Any]] = False,
-        error_bars: Optional[int] = None,
-        per_sample: bool = False,
-        ball: str = "closed",
-        probabilistic: Union[bool, Mapping[str, Any]] = True,
-        pr_cover: Union[bool, Mapping[str, Any]] = True,
-        cmmd: Union[bool, Mapping[str, Any]] = False,
-        clipped: Union[bool, Mapping[str, Any]] = False,
-        symmetric: Union[bool, Mapping[str, Any]] = False,
-        fd_infinity: Union[bool, Mapping[str, Any]] = False,
-        data_copying: Union[bool, Mapping[str, Any]] = False,
-        fld: Union[bool, Mapping[str, Any]] = False,
+        k_precision_recall: Optional[int] = default(3),
+        k_density_coverage: Optional[int] = default(5),
+        realism: bool = default(True),
+        authenticity: bool = default(True),
+        frechet: bool = default(True),
+        prd: Union[bool, Mapping[str, Any]] = default(False),
+        alpha_beta: Union[bool, Mapping[str, Any]] = default(False),
+        kid: Union[bool, Mapping[str, Any]] = default(False),
+        vendi: Union[bool, Mapping[str, Any]] = default(False),
+        top_pr: Union[bool, Mapping[str, Any]] = default(False),
+        probabilistic: Union[bool, Mapping[str, Any]] = default(True),
+        pr_cover: Union[bool, Mapping[str, Any]] = default(True),
+        per_sample: bool = default(False),
+        error_bars: Optional[int] = default(None),
+        dtype: Optional[torch.dtype] = default(None),
+        block_bytes: int = default(knn.DEFAULT_BLOCK_BYTES),
+        ball: str = default("closed"),
+        cmmd: Union[bool, Mapping[str, Any]] = default(False),
+        clipped: Union[bool, Mapping[str, Any]] = default(False),
+        symmetric: Union[bool, Mapping[str, Any]] = default(False),
+        fd_infinity: Union[bool, Mapping[str, Any]] = default(False),
+        data_copying: Union[bool, Mapping[str, Any]] = default(False),
+        fld: Union[bool, Mapping[str, Any]] = default(False),
+        test: Optional[Any] = default(None),
+        preset: Optional[str] = default(None),
         per_class: bool = False,
         closest_pairs: int = 0,
         protocol: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
+        values = {name: value for name, value in locals().items() if name in _OPTIONS}
+        check_renamed(kwargs)
+        switches = {name: kwargs.pop(name) for name in list(kwargs) if name in _family_names()}
         self.closest_pairs = check_int(closest_pairs, "closest_pairs", minimum=0)
-        acts: Dict[str, Any] = dict(
-            k_precision_recall=k_precision_recall,
-            k_density_coverage=k_density_coverage,
-            frechet=frechet,
-            prd=prd,
-            alpha_beta=alpha_beta,
-            ball=ball,
-            probabilistic=probabilistic,
-            pr_cover=pr_cover,
-            cmmd=cmmd,
-        )
         self.protocol: Optional[str] = None
         if protocol is not None:
             from lightning_prd.protocols import get_protocol, resolve_arguments
 
             self.protocol = get_protocol(protocol).name
-            acts = resolve_arguments(protocol, acts, _signature_defaults())
-        self.plan = make_plan(
-            k_pr=acts["k_precision_recall"],
-            k_dc=acts["k_density_coverage"],
-            realism=realism,
-            authenticity=self.closest_pairs > 0,
-            frechet=acts["frechet"],
-            prd=acts["prd"],
-            alpha_beta=acts["alpha_beta"],
-            error_bars=error_bars,
-            per_sample=per_sample,
-            names={"k_pr": "k_precision_recall", "k_dc": "k_density_coverage"},
-            kid=kid,
-            vendi=vendi,
-            top_pr=top_pr,
-            ball=acts["ball"],
-            probabilistic=acts["probabilistic"],
-            pr_cover=acts["pr_cover"],
-            cmmd=acts["cmmd"],
-            clipped=clipped,
-            symmetric=symmetric,
-            fd_infinity=fd_infinity,
-            data_copying=data_copying,
-            fld=fld,
-        )
+            values = resolve_arguments(protocol, values)
+        self.options = resolve(values, preset=check_preset(plain(preset)))
+        opts = {**self.options, "authenticity": self.options["authenticity"] or self.closest_pairs > 0}
+        self.plan = plan_of(opts, switches)
         if not isinstance(per_class, bool):
             raise ValueError(f"Expected argument `per_class` to be a bool, but got {per_class!r}")
         self.per_class = per_class
         self.ball = self.plan.ball
-        self.k_pr, self.k_dc = self.plan.k_pr, self.plan.k_dc
+        self.k_precision_recall, self.k_density_coverage = self.plan.k_precision_recall, self.plan.k_density_coverage
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
         self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
         self.kid, self.vendi = self.plan.kid, self.plan.vendi
@@ -225,9 +205,13 @@ class GenerativeMetrics(FeatureMetric):
         self.probabilistic, self.pr_cover = self.plan.probabilistic, self.plan.pr_cover
         self.cmmd = self.plan.cmmd
         self.clipped, self.symmetric = self.plan.clipped, self.plan.symmetric
-        super().__init__(**kwargs)
+        super().__init__(dtype=self.options["dtype"], block_bytes=self.options["block_bytes"], **kwargs)
+        self._fixed_test: Optional[Tensor] = None
         if needs_test(self.plan):
             self.enable_role("test")
+        if self.options["test"] is not None:
+            self.check_test_role(True)
+            self._fixed_test = FeatureSets.check(self.options["test"], self.options["test"]).real
         if per_class:
             self.enable_labels()
         self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
@@ -252,8 +236,8 @@ class GenerativeMetrics(FeatureMetric):
             >>> from lightning_prd.functional import frechet_distance
             >>> g = torch.Generator().manual_seed(0)
             >>> real, fake = torch.randn(200, 3, generator=g) + 1.0, torch.randn(150, 3, generator=g)
-            >>> m = GenerativeMetrics(k_precision_recall=None, k_density_coverage=None, prd=False,
-            ...                       alpha_beta=False, probabilistic=False, pr_cover=False)
+            >>> m = GenerativeMetrics(k_precision_recall=None, k_density_coverage=None, realism=False,
+            ...                       authenticity=False, probabilistic=False, pr_cover=False)
             >>> m.set_real_statistics(real.double().mean(0), torch.cov(real.double().T))
             >>> m.update(fake, real=False)
             >>> out = m.compute()
@@ -284,8 +268,8 @@ class GenerativeMetrics(FeatureMetric):
         """The options of this metric that ask for a score other than the Fréchet distance."""
         plan = self.plan
         on = {
-            "k_precision_recall": plan.k_pr is not None,
-            "k_density_coverage": plan.k_dc is not None,
+            "k_precision_recall": plan.k_precision_recall is not None,
+            "k_density_coverage": plan.k_density_coverage is not None,
             "realism": plan.realism,
             "prd": plan.prd is not None,
             "alpha_beta": plan.alpha_beta is not None,
@@ -330,7 +314,7 @@ class GenerativeMetrics(FeatureMetric):
             real_cache=self.real_side(real),
             shard=self.knn_shard(),
             vendi_real=self._real_vendi(real),
-            test=self._features("test") if needs_test(self.plan) else None,
+            test=self._held_out_test() if needs_test(self.plan) else None,
         )
         if res is not None:
             self._real_cache = res.real
@@ -346,8 +330,8 @@ class GenerativeMetrics(FeatureMetric):
                     fake,
                     real_labels=self._labels("real"),
                     fake_labels=self._labels("fake"),
-                    k_pr=plan.k_pr,
-                    k_dc=plan.k_dc,
+                    k_precision_recall=plan.k_precision_recall,
+                    k_density_coverage=plan.k_density_coverage,
                     frechet=plan.frechet,
                     ball=plan.ball,
                     dtype=self.knn_dtype,
@@ -355,6 +339,11 @@ class GenerativeMetrics(FeatureMetric):
                 )
             )
         return out
+
+    def _held_out_test(self) -> Tensor:
+        """The held-out real set: the ``role="test"`` updates, else the ``test`` given at construction."""
+        got = self._features("test")
+        return self._fixed_test if got.shape[0] == 0 and self._fixed_test is not None else got
 
     def _fitted_plan(self, num_real: int, num_fake: int) -> Plan:
         """The plan, with KID's ``subset_size`` cut to ``min(N, M)`` when a set is smaller."""
@@ -395,7 +384,14 @@ class GenerativeMetrics(FeatureMetric):
         super().reset()
 
 
-def _signature_defaults() -> Dict[str, Any]:
-    """The defaults of :class:`GenerativeMetrics`' arguments: a value equal to one is not explicit."""
-    params = inspect.signature(GenerativeMetrics.__init__).parameters.values()
-    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+def _family_names() -> List[str]:
+    """The switches of the registry's families computed through their record (``rarity``, user families)."""
+    return [family.name for family in families() if not family.engine]
+
+
+#: the keywords GenerativeMetrics shares with generative_metrics (the same names and defaults)
+_OPTIONS = tuple(
+    p.name
+    for p in inspect.signature(generative_metrics).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "preset"
+)

@@ -16,7 +16,7 @@ imported, since the root imports the callback, which imports this).
 Example:
     >>> from lightning_prd.protocols import get_protocol
     >>> fid = get_protocol("fid")
-    >>> fid.extractor, dict(fid.extractor_options), fid.k, fid.ball, fid.num_fake
+    >>> fid.extractor, dict(fid.extractor_options), fid.k_precision_recall, fid.ball, fid.num_fake
     ('fid-inception', {'resize': 'tf1', 'quantisation': 'floor'}, 3, 'closed', 50000)
 """
 

@@ -46,5 +46,5 @@ def check_against_protocol(protocol: Any, name: str, value: Any, protocol_value:
     label = getattr(protocol, "name", protocol)
     raise ValueError(
         f"Expected argument `{name}` to agree with protocol {label!r}, which sets it to {protocol_value!r}, "
-        f"but got {value!r}; leave it out (or at its default) to take the protocol's value, or drop the protocol"
+        f"but got {value!r}; leave it out to take the protocol's value, or drop the protocol"
     )

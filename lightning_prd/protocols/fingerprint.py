@@ -9,18 +9,19 @@ A fingerprint is a flat, JSON-safe dict with the keys :data:`FINGERPRINT_KEYS`:
 * ``resize``, ``quantisation``, ``input_size``: from the extractor's ``preprocessing``
   (:func:`lightning_prd.features.base.describe_extractor`);
 * ``dtype``: the dtype the scores were computed in (e.g. of the k-NN distances);
-* ``num_real``, ``num_fake``: the sample counts; ``k`` (of precision/recall), ``k_density_coverage``, ``ball``: of
+* ``num_real``, ``num_fake``: the sample counts; ``k_precision_recall``, ``k_density_coverage``, ``ball``: of
   the k-NN scores (the protocol's when not given); ``version``: the package's version.
 
-Two scores are comparable when their fingerprints agree (:func:`fingerprint_differences`).
+Two scores are comparable when their fingerprints agree (:func:`fingerprint_differences`; a fingerprint written
+before the options had one name holds ``k`` for ``k_precision_recall`` and is read as such).
 
 Example:
     >>> from lightning_prd.features import Identity
-    >>> fp = fingerprint(Identity(), num_real=100, num_fake=50, k=3, ball="closed")
-    >>> fp["extractor"], fp["weights_sha256"], fp["num_real"], fp["k"]
+    >>> fp = fingerprint(Identity(), num_real=100, num_fake=50, k_precision_recall=3, ball="closed")
+    >>> fp["extractor"], fp["weights_sha256"], fp["num_real"], fp["k_precision_recall"]
     ('identity', None, 100, 3)
-    >>> fingerprint_differences(fp, dict(fp, k=5, version="0.0.0"))
-    {'k': (3, 5)}
+    >>> fingerprint_differences(fp, dict(fp, k_precision_recall=5, version="0.0.0"))
+    {'k_precision_recall': (3, 5)}
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 from lightning_prd.features.base import describe_extractor, json_value
+from lightning_prd.functional.engine.vocabulary import current_keys
 from lightning_prd.protocols.table import get_protocol
 
 FINGERPRINT_KEYS = (
@@ -44,7 +46,7 @@ FINGERPRINT_KEYS = (
     "dtype",
     "num_real",
     "num_fake",
-    "k",
+    "k_precision_recall",
     "k_density_coverage",
     "ball",
     "version",
@@ -72,7 +74,7 @@ def fingerprint(
     protocol: Any = None,
     num_real: Optional[int] = None,
     num_fake: Optional[int] = None,
-    k: Optional[int] = None,
+    k_precision_recall: Optional[int] = None,
     ball: Optional[str] = None,
     dtype: Any = None,
     k_density_coverage: Optional[int] = None,
@@ -84,7 +86,7 @@ def fingerprint(
             protocol's extractor when ``protocol`` names one.
         protocol: a protocol name or :class:`~lightning_prd.protocols.Protocol`, or None.
         num_real, num_fake: the sample counts the scores saw.
-        k, ball: of the k-NN scores; None takes the protocol's.
+        k_precision_recall, ball: of the k-NN scores; None takes the protocol's.
         k_density_coverage: k of density/coverage, when those ran.
         dtype: the compute dtype (``torch.dtype`` or its name); None: the extractor's parameter dtype.
     """
@@ -108,7 +110,9 @@ def fingerprint(
         "dtype": json_value(dtype) if dtype is not None else _dtype_of(extractor),
         "num_real": None if num_real is None else int(num_real),
         "num_fake": None if num_fake is None else int(num_fake),
-        "k": int(k) if k is not None else (p.k if p is not None else None),
+        "k_precision_recall": (
+            int(k_precision_recall) if k_precision_recall is not None else (p.k_precision_recall if p else None)
+        ),
         "k_density_coverage": None if k_density_coverage is None else int(k_density_coverage),
         "ball": ball if ball is not None else (p.ball if p is not None else None),
         "version": _version(),
@@ -124,5 +128,6 @@ def fingerprint_differences(
     features are pinned to the references', so an upgrade alone does not change them); the sample counts are
     compared, since the Fréchet distance and precision/recall depend on them.
     """
+    a, b = current_keys(a), current_keys(b)
     keys = [key for key in dict.fromkeys([*a, *b]) if key not in ignore]
     return {key: (a.get(key), b.get(key)) for key in keys if json_value(a.get(key)) != json_value(b.get(key))}

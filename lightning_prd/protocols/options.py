@@ -5,34 +5,46 @@ A protocol fixes the options of :class:`~lightning_prd.GenerativeMetrics` that a
 run (its own on, the families it does not report off). Options it does not name (``kid``, ``vendi``, ...)
 stay the caller's.
 
-**Explicit** (:func:`resolve_arguments`): an argument counts as given when its value differs from the
-signature's default. A default value takes the protocol's; a given value equal to the protocol's is fine;
-a given value that differs raises ``ValueError`` (:func:`check_against_protocol`). So a LightningCLI YAML that
-writes out every default still works with ``protocol:``; the price is that an argument written *at* its
-default cannot be told from one left out (``ball="closed"`` with ``protocol="prdc"`` gives open balls).
+**Given means given** (:func:`resolve_arguments`): an argument is explicit unless it is still the signature's
+marked default (:class:`~lightning_prd.functional.engine.vocabulary.Default`), so a value written out equal
+to the default (``ball="closed"``, ``k_precision_recall=3``) is explicit too. An unset argument takes the
+protocol's value; a given value equal to the protocol's is fine; a given value that differs raises
+``ValueError`` (:func:`check_against_protocol`) on every surface: the Metric, the callback's ``metric=`` dict
+and ``lightning-prd evaluate``'s flags.
 
 Example:
-    >>> from lightning_prd.protocols import get_protocol
-    >>> resolve_arguments("prdc", {"k_precision_recall": 3, "ball": "closed"},
-    ...                   {"k_precision_recall": 3, "ball": "closed"})["ball"]
+    >>> from lightning_prd.functional.engine.vocabulary import Default
+    >>> resolve_arguments("prdc", {"k_precision_recall": Default(3), "ball": Default("closed")})["ball"]
     'open'
     >>> try:
-    ...     resolve_arguments("prdc", {"k_precision_recall": 7}, {"k_precision_recall": 3})
+    ...     resolve_arguments("prdc", {"k_precision_recall": 3})
     ... except ValueError as err:
     ...     print(err)
-    Expected argument `k_precision_recall` to agree with protocol 'prdc', which sets it to 5, but got 7; \
-leave it out (or at its default) to take the protocol's value, or drop the protocol
+    Expected argument `k_precision_recall` to agree with protocol 'prdc', which sets it to 5, but got 3; \
+leave it out to take the protocol's value, or drop the protocol
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+import inspect
+from typing import Any, Dict, Mapping, Tuple
 
+from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.vocabulary import PRESETS, plain
+from lightning_prd.functional.engine.vocabulary import given as is_given
 from lightning_prd.protocols.checks import check_against_protocol, same_value
 from lightning_prd.protocols.table import get_protocol
 
-#: the score families of GenerativeMetrics that are on by default; a protocol switches off those it does not report
-_DEFAULT_ON = ("prd", "alpha_beta", "probabilistic", "pr_cover")
+
+def default_on() -> Tuple[str, ...]:
+    """The registered families on by default or in a preset (:data:`~lightning_prd.functional.engine.vocabulary.
+    PRESETS`), but the Fréchet distance; a protocol switches them off."""
+    from lightning_prd.functional.generative import generative_metrics
+
+    params = inspect.signature(generative_metrics).parameters
+    on = {name for name, param in params.items() if plain(param.default) is True}
+    on |= {name for preset in PRESETS.values() for name, value in preset.items() if value is True}
+    return tuple(family.name for family in families() if family.name in on and family.name != "frechet")
 
 
 def metric_arguments(protocol: Any) -> Dict[str, Any]:
@@ -46,33 +58,41 @@ def metric_arguments(protocol: Any) -> Dict[str, Any]:
     p = get_protocol(protocol)
     scores = set(p.scores)
     out: Dict[str, Any] = {
-        "k_precision_recall": p.k if scores & {"precision", "recall"} else None,
+        "k_precision_recall": p.k_precision_recall if scores & {"precision", "recall"} else None,
         "k_density_coverage": p.k_density_coverage if scores & {"density", "coverage"} else None,
         "frechet": "frechet_distance" in scores,
         "cmmd": dict(p.metric_options.get("cmmd", {})) if "cmmd" in scores else False,
     }
     if p.ball is not None:
         out["ball"] = p.ball
-    out.update({family: False for family in _DEFAULT_ON})
+    out.update({family: False for family in default_on()})
     out.update({k: v for k, v in p.metric_options.items() if k != "cmmd"})
     return out
 
 
-def resolve_arguments(protocol: Any, given: Mapping[str, Any], defaults: Mapping[str, Any]) -> Dict[str, Any]:
-    """``given`` with the protocol's values filled in (module docstring: what counts as explicit).
+def resolve_arguments(protocol: Any, given: Mapping[str, Any], defaults: Any = None) -> Dict[str, Any]:
+    """``given`` with the protocol's values in place of the arguments left unset (module docstring).
 
     Args:
         protocol: a name or a :class:`Protocol`.
-        given: the caller's values of the arguments (at least those the protocol fixes).
-        defaults: the signature's defaults of the same arguments.
+        given: the caller's arguments; an unset one is a :class:`~lightning_prd.functional.engine.vocabulary.Default`.
+        defaults: no longer taken (explicit is decided by the marked defaults, not by comparing with them).
 
     Returns:
-        Every argument of ``given``, those the protocol fixes replaced by its values.
+        Every argument of ``given``, those the protocol fixes and the caller left unset replaced by its values
+        (the other unset ones stay marked).
     """
+    if defaults is not None:
+        raise ValueError(
+            "Expected no argument `defaults`: an argument left unset is marked by its Default "
+            "(lightning_prd.functional.engine.vocabulary.Default), a value equal to the default is given"
+        )
     p = get_protocol(protocol)
     out = dict(given)
     for name, value in metric_arguments(p).items():
-        if name in given and name in defaults and not same_value(given[name], defaults[name]):
-            check_against_protocol(p, name, given[name], value)
-        out[name] = value
+        if name in given and is_given(given[name]):
+            if not same_value(given[name], value):
+                check_against_protocol(p, name, given[name], value)
+        else:
+            out[name] = value
     return out

@@ -63,7 +63,7 @@ class Protocol:
         weights_files: the file names it accepts; the first is the one to download.
         weights_sha256: known SHA-256 digests (full, or the published prefix) of the accepted files; may be empty.
         weights_url: where to download ``weights_files[0]``.
-        k: k of precision/recall (None: not reported).
+        k_precision_recall: k of precision/recall (None: not reported).
         ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``) balls of the k-NN scores.
         num_real, num_fake: sample counts (None: every sample given).
         scores: the score keys it reports.
@@ -81,7 +81,7 @@ class Protocol:
     weights_files: Tuple[str, ...]
     weights_sha256: Tuple[str, ...]
     weights_url: Optional[str]
-    k: Optional[int]
+    k_precision_recall: Optional[int]
     ball: Optional[str]
     num_real: Optional[int]
     num_fake: Optional[int]
@@ -91,6 +91,11 @@ class Protocol:
     quantisation: Optional[str] = None
     metric_options: Mapping[str, Any] = field(default_factory=dict)
     download_note: str = ""
+
+    def __getattr__(self, name: str) -> Any:  # only for names that are no field
+        if name == "k":
+            raise AttributeError("Protocol.k is spelled Protocol.k_precision_recall")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def build_extractor(self, weights: Any = None, **options: Any) -> Any:
         """The protocol's extractor, loaded from its weights file (checked: :mod:`lightning_prd.protocols.weights`).
@@ -111,7 +116,7 @@ class Protocol:
             "extractor_options": dict(self.extractor_options),
             "weights_files": list(self.weights_files),
             "weights_url": self.weights_url,
-            "k": self.k,
+            "k_precision_recall": self.k_precision_recall,
             "k_density_coverage": self.k_density_coverage,
             "ball": self.ball,
             "num_real": self.num_real,
@@ -130,7 +135,7 @@ def _fid_row(name: str, resize: str, quantisation: str, matches: str, files: Tup
         weights_files=files,
         weights_sha256=FID_SHA256,
         weights_url=FID_URL,
-        k=3,
+        k_precision_recall=3,
         ball="closed",
         num_real=None,
         num_fake=50_000,
@@ -167,7 +172,7 @@ _TABLE: Dict[str, Protocol] = {
             weights_files=("vgg16.pt",),
             weights_sha256=(),
             weights_url="https://nvlabs-fi-cdn.nvidia.com/stylegan2-ada-pytorch/pretrained/metrics/vgg16.pt",
-            k=3,
+            k_precision_recall=3,
             ball="closed",
             num_real=50_000,
             num_fake=50_000,
@@ -183,7 +188,7 @@ _TABLE: Dict[str, Protocol] = {
             weights_files=("dinov2_vitl14_pretrain.pth",),
             weights_sha256=(),
             weights_url="https://dl.fbaipublicfiles.com/dinov2/dinov2_vitl14/dinov2_vitl14_pretrain.pth",
-            k=None,
+            k_precision_recall=None,
             ball=None,
             num_real=None,
             num_fake=50_000,
@@ -204,7 +209,7 @@ _TABLE: Dict[str, Protocol] = {
             weights_files=("open_clip_model.safetensors", "open_clip_pytorch_model.bin"),
             weights_sha256=(),
             weights_url=CLIP_L14_336_URL,
-            k=None,
+            k_precision_recall=None,
             ball=None,
             num_real=None,
             num_fake=None,
@@ -222,7 +227,7 @@ _TABLE: Dict[str, Protocol] = {
             weights_files=(),
             weights_sha256=(),
             weights_url=None,
-            k=5,
+            k_precision_recall=5,
             ball="open",
             num_real=10_000,
             num_fake=10_000,
@@ -244,19 +249,31 @@ def available_protocols() -> List[str]:
     return sorted(_TABLE)
 
 
+def protocol_key(name: str) -> str:
+    """The one spelling a protocol name is stored and looked up by: case, surrounding spaces and ``_`` / ``-``
+    ignored (``"My_Proto"`` and ``"my-proto"`` name the same protocol).
+
+    Example:
+        >>> protocol_key(" Clean_FID ")
+        'clean-fid'
+    """
+    return name.strip().lower().replace("_", "-")
+
+
 def get_protocol(name: Any) -> Protocol:
-    """The protocol of that name (case and surrounding spaces ignored); a :class:`Protocol` is returned as is.
+    """The protocol of that name (:func:`protocol_key`: case, spaces and ``_`` / ``-`` ignored); a
+    :class:`Protocol` is returned as is.
 
     Example:
         >>> p = get_protocol("pr50k3")
-        >>> p.extractor, p.k, p.ball, p.num_real, p.num_fake
+        >>> p.extractor, p.k_precision_recall, p.ball, p.num_real, p.num_fake
         ('vgg16-nvlabs', 3, 'closed', 50000, 50000)
     """
     if isinstance(name, Protocol):
         return name
     if not isinstance(name, str):
         raise TypeError(f"Expected argument `protocol` to be a protocol name (str), but got {type(name).__name__}")
-    key = name.strip().lower().replace("_", "-")
+    key = protocol_key(name)
     if key not in _TABLE:
         raise ValueError(f"Expected argument `protocol` to be one of {available_protocols()}, but got {name!r}")
     return _TABLE[key]
@@ -267,15 +284,15 @@ def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> None:
 
     Example:
         >>> import dataclasses
-        >>> mine = dataclasses.replace(get_protocol("prdc"), name="prdc-k3", k=3, k_density_coverage=3)
+        >>> mine = dataclasses.replace(get_protocol("prdc"), name="prdc_k3", k_precision_recall=3, k_density_coverage=3)
         >>> register_protocol(mine)
-        >>> get_protocol("prdc-k3").k
+        >>> get_protocol("prdc-k3").k_precision_recall
         3
         >>> unregister_protocol("prdc-k3")
     """
     if not isinstance(protocol, Protocol):
         raise TypeError(f"Expected argument `protocol` to be a Protocol, but got {type(protocol).__name__}")
-    key = protocol.name.strip().lower()
+    key = protocol_key(protocol.name)
     if not key:
         raise ValueError(f"Expected argument `protocol` to have a non-empty name, but got {protocol.name!r}")
     if key in _TABLE and not overwrite:
@@ -285,4 +302,18 @@ def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> None:
 
 def unregister_protocol(name: str) -> None:
     """Remove a protocol added by :func:`register_protocol` (no error when absent)."""
-    _TABLE.pop(name.strip().lower(), None)
+    _TABLE.pop(protocol_key(name), None)
+
+
+_dataclass_init = Protocol.__init__
+
+
+def _init(self: Protocol, *args: Any, **kwargs: Any) -> None:
+    if "k" in kwargs:  # the field's name before the options had one name on every surface
+        raise ValueError(
+            "Expected argument `k_precision_recall`, but got `k`: the option is spelled `k_precision_recall`"
+        )
+    _dataclass_init(self, *args, **kwargs)
+
+
+Protocol.__init__ = _init  # type: ignore[method-assign]

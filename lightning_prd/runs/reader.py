@@ -51,6 +51,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
+from lightning_prd.functional.engine.vocabulary import current_keys
 from lightning_prd.runs.records import find_damage
 from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
 
@@ -134,20 +135,23 @@ def fingerprint_text(fingerprint: Dict[str, Any]) -> str:
     (a code block in TensorBoard's *Text* tab); :func:`parse_fingerprint_text` reads it back.
 
     Example:
-        >>> parse_fingerprint_text(fingerprint_text({"k": 3, "ball": "closed"}))
-        {'ball': 'closed', 'k': 3}
+        >>> parse_fingerprint_text(fingerprint_text({"k_precision_recall": 3, "ball": "closed"}))
+        {'ball': 'closed', 'k_precision_recall': 3}
+        >>> parse_fingerprint_text('{"k": 3}')  # an older run's key
+        {'k_precision_recall': 3}
     """
     body = json.dumps(fingerprint, indent=2, sort_keys=True, allow_nan=False)
     return "\n".join("    " + line for line in body.splitlines())
 
 
 def parse_fingerprint_text(text: str) -> Optional[Dict[str, Any]]:
-    """The fingerprint in ``text`` (:func:`fingerprint_text`, or plain JSON); None when it holds no JSON object."""
+    """The fingerprint in ``text`` (:func:`fingerprint_text`, or plain JSON), old keys read as the new ones
+    (:func:`~lightning_prd.functional.engine.vocabulary.current_keys`); None when it holds no JSON object."""
     try:
         value = json.loads(text)
     except ValueError:
         return None
-    return value if isinstance(value, dict) else None
+    return current_keys(value) if isinstance(value, dict) else None
 
 
 def _is_event_file(name: str) -> bool:

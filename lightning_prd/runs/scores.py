@@ -1,71 +1,61 @@
-"""Which way is better for each scalar score: one table shared by the CLI, the callback and ``runs``.
+"""Which way is better for each scalar score: read from the score-family registry, shared by the CLI, the
+callback and ``runs``.
 
-Three directions:
+Each family declares its outputs' directions (:func:`lightning_prd.register_family`):
 
 - ``"higher"``: larger is better (precision, recall, coverage, F-scores, α/β, authenticity);
 - ``"lower"``: smaller is better (the Fréchet distance, KID);
-- ``"one"``: 1 is ideal (density: below 1 means samples in empty regions, above 1 means samples
-  piled in dense regions), so the best value is the one closest to 1.
+- ``"one"`` / ``"zero"``: 1 (density: below 1 means samples in empty regions, above 1 samples piled in dense
+  regions) or 0 (``ct``, ``fld_gap``) is ideal, so the best value is the one closest to it;
+- a number ``t``: ``t`` is ideal (a user family's target);
+- ``"none"``: a diagnostic that ranks nothing (``ct_cells``, the rarity score's mean).
 
 Example:
-    >>> from lightning_prd.runs.scores import best_index, direction
+    >>> from lightning_prd.runs.scores import best_index, direction, direction_label
     >>> direction("density"), direction("frechet_distance"), direction("precision")
     ('one', 'lower', 'higher')
     >>> best_index("density", [0.7, 1.2, 0.95])
     2
     >>> best_index("frechet_distance", [3.0, 1.5, 2.0])
     1
+    >>> from lightning_prd import register_family, unregister_family
+    >>> _ = register_family("gap", lambda real, fake: {}, outputs={"gap": 0.5})
+    >>> direction("gap"), direction_label("gap"), best_index("gap", [0.1, 0.6, 0.9])
+    (0.5, '0.5 is ideal', 1)
+    >>> unregister_family("gap")
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, Iterator, Mapping, Optional, Sequence, Union
+
+from lightning_prd.functional.engine.families import directions
+
+Direction = Union[str, float]
+
+
+class _Directions(Mapping):
+    """Score name -> direction over the registered families, in the order of printed tables (a live view: a
+    family registered later is in it)."""
+
+    def __getitem__(self, name: str) -> Direction:
+        return directions()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(directions())
+
+    def __len__(self) -> int:
+        return len(directions())
+
+    def __repr__(self) -> str:
+        return repr(directions())
+
 
 #: score name -> direction; the order is the order of printed tables
-DIRECTIONS: Dict[str, str] = {
-    "precision": "higher",
-    "recall": "higher",
-    "density": "one",
-    "coverage": "higher",
-    "p_precision": "higher",
-    "p_recall": "higher",
-    "precision_cover": "higher",
-    "recall_cover": "higher",
-    "clipped_density": "higher",
-    "clipped_coverage": "higher",
-    "sym_precision": "higher",
-    "sym_recall": "higher",
-    "f_beta": "higher",
-    "f_inv_beta": "higher",
-    "alpha_precision": "higher",
-    "beta_recall": "higher",
-    "authenticity": "higher",
-    "frechet_distance": "lower",
-    "sfid": "lower",
-    "inception_score": "higher",
-    "kid": "lower",
-    "vendi": "higher",
-    "vendi_real": "higher",
-    "top_precision": "higher",
-    "top_recall": "higher",
-    "top_f1": "higher",
-    "cmmd": "lower",
-    # with a held-out real set: 0 is ideal for ct and fld_gap (negative: copying); "none" marks
-    # diagnostics that rank nothing
-    "frechet_distance_infinity": "lower",
-    "ct": "zero",
-    "ct_cells": "none",
-    "authenticity_percentage": "higher",
-    "fld": "lower",
-    "fld_gap": "zero",
-    "fld_nll_test": "lower",
-    "fld_train": "none",
-    "fld_nll_train": "none",
-    "fld_nll_baseline": "none",
-}
+DIRECTIONS: Mapping[str, Direction] = _Directions()
 
-#: how each direction reads in a table
+#: how each named direction reads in a table (a target ``t`` reads ``"t is ideal"``)
 DIRECTION_LABELS: Dict[str, str] = {
     "higher": "higher",
     "lower": "lower",
@@ -75,7 +65,21 @@ DIRECTION_LABELS: Dict[str, str] = {
 }
 
 
-def direction(name: str) -> str:
+def target(way: Direction) -> Optional[float]:
+    """The ideal value of a direction (``"one"``: 1, ``"zero"``: 0, a number: itself), None for the others."""
+    if isinstance(way, (int, float)):
+        return float(way)
+    return {"one": 1.0, "zero": 0.0}.get(way)
+
+
+def label(way: Direction) -> str:
+    """How direction ``way`` reads in a table."""
+    if isinstance(way, (int, float)):
+        return f"{way:g} is ideal"
+    return DIRECTION_LABELS[way]
+
+
+def direction(name: str) -> Direction:
     """The direction of score ``name`` (``"higher"`` for scores not in :data:`DIRECTIONS`).
 
     Names may carry a prefix (``"prd/coverage"``) or an error-bar suffix (``"precision_std"``
@@ -89,7 +93,7 @@ def direction(name: str) -> str:
 def direction_label(name: str) -> str:
     """How the direction of ``name`` reads in a table: ``higher``, ``lower``, ``1 is ideal``, ``0 is ideal``
     or ``-`` (a diagnostic)."""
-    return DIRECTION_LABELS[direction(name)]
+    return label(direction(name))
 
 
 def format_score(value: float) -> str:
@@ -106,19 +110,20 @@ def best_index(name: str, values: Sequence[float]) -> Optional[int]:
     """Index of the best finite value of score ``name`` (first one on ties), ``None`` if none is finite.
 
     Best is the maximum for ``"higher"``, the minimum for ``"lower"``, the value closest to 1
-    for ``"one"`` (density) and closest to 0 for ``"zero"`` (``ct``, ``fld_gap``); a ``"none"``
-    score (a diagnostic) has no best.
+    for ``"one"`` (density), closest to 0 for ``"zero"`` (``ct``, ``fld_gap``), closest to ``t`` for a
+    target ``t``; a ``"none"`` score (a diagnostic) has no best.
     """
     way = direction(name)
     if way == "none":
         return None
+    ideal = target(way)
     best: Optional[int] = None
     best_key = math.inf
     for i, value in enumerate(values):
         v = float(value)
         if not math.isfinite(v):
             continue
-        key = -v if way == "higher" else v if way == "lower" else abs(v) if way == "zero" else abs(v - 1.0)
+        key = -v if way == "higher" else v if way == "lower" else abs(v - ideal) if ideal is not None else -v
         if key < best_key:
             best, best_key = i, key
     return best

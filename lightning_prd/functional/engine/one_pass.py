@@ -22,6 +22,7 @@ from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
+from lightning_prd.functional.knn.reduction import TileReduction
 from lightning_prd.functional.knn.self_pass import LooseRadius
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.workspace import pass_workspace
@@ -168,6 +169,7 @@ def run_pass(
     ball: str = "closed",
     kernel_gamma: Optional[float] = None,
     clipped: Optional[ClippedBalls] = None,
+    reductions: Sequence[TileReduction] = (),
 ) -> PassResult:
     """Run the k-NN passes that the requested reductions need, once, on checked sets (no validation here).
 
@@ -199,6 +201,8 @@ def run_pass(
             never the bfloat16 screen, whose values are intervals).
         clipped: the counts of clipped density and coverage (:mod:`.knn.clipped`; its ``k``
             goes with ``member_ks``), or None.
+        reductions: further reductions of the cross tiles (:mod:`.knn.reduction`; the ``k`` of their
+            real balls go with ``extra_real_ks``), each one's result in ``cross.reduced[name]``.
     """
     real, fake = sets.real, sets.fake
     block_bytes = check_block_bytes(block_bytes)
@@ -268,6 +272,7 @@ def run_pass(
         strict=ball == "open",
         kernel=cross_kernel,
         clipped=clipped,
+        reductions=reductions,
     )
     sums = None
     if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:

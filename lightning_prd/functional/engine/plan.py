@@ -6,8 +6,9 @@ argument in its errors). :func:`family_options` turns the switches of the famili
 k-NN pass into what the pass needs for the given sets.
 
 Example:
-    >>> plan = make_plan(k_pr=3, k_dc=5, realism=False, authenticity=True, frechet=True, prd=False,
-    ...                  alpha_beta=False, error_bars=None, per_sample=False, kid=dict(subsets=10))
+    >>> plan = make_plan(k_precision_recall=3, k_density_coverage=5, realism=False, authenticity=True,
+    ...                  frechet=True, prd=False, alpha_beta=False, error_bars=None, per_sample=False,
+    ...                  kid=dict(subsets=10))
     >>> plan.kid["subsets"], plan.kid["subset_size"], plan.vendi
     (10, 1000, None)
 """
@@ -22,8 +23,9 @@ from torch import Tensor
 
 from lightning_prd.functional.alpha_beta import check_num_alphas
 from lightning_prd.functional.clipped import check_clipped_sizes
-from lightning_prd.functional.cmmd import SCALE, SIGMA, check_cmmd_options, check_cmmd_sizes
-from lightning_prd.functional.data_copying import CELL_THRESHOLD, NUM_CELLS, PCA_DIM, check_data_copying_options
+from lightning_prd.functional.cmmd import check_cmmd_options, check_cmmd_sizes
+from lightning_prd.functional.data_copying import check_data_copying_options
+from lightning_prd.functional.engine.families import Family, get_family, registered_options
 from lightning_prd.functional.engine.inputs import (
     check_ball,
     check_int,
@@ -31,8 +33,7 @@ from lightning_prd.functional.engine.inputs import (
     check_positive_int,
     check_seed,
 )
-from lightning_prd.functional.fld import BATCH_SIZE, GEN_SIZE, LR, NUM_EPOCHS, check_fld_options
-from lightning_prd.functional.frechet_infinity import NUM_POINTS
+from lightning_prd.functional.fld import check_fld_options
 from lightning_prd.functional.kid import check_kid_options
 from lightning_prd.functional.pr_cover import check_cover_options, check_cover_sizes, cover_k
 from lightning_prd.functional.prd import check_beta, check_prd_options
@@ -40,39 +41,26 @@ from lightning_prd.functional.probabilistic import check_probabilistic
 from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, check_top_pr_options
 from lightning_prd.functional.vendi import check_vendi_order
 
-__all__ = ["Plan", "make_plan", "check_sizes", "family_options", "joined_ks", "TOP_PR_DEFAULTS"]
-
-#: options of ``prd=True`` (a dict passed as ``prd`` overrides some of them)
-PRD_DEFAULTS: Dict[str, Any] = dict(
-    num_clusters=20, num_angles=1001, num_runs=10, seed=0, enforce_balance="subsample", beta=8
-)
-#: options of ``alpha_beta=True`` (a dict passed as ``alpha_beta`` overrides some of them)
-ALPHA_BETA_DEFAULTS: Dict[str, Any] = dict(num_alphas=30, k=5)
-#: options of ``kid=True`` (the defaults of torchmetrics' ``KernelInceptionDistance``)
-KID_DEFAULTS: Dict[str, Any] = dict(subsets=100, subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0)
-#: options of ``vendi=True``
-VENDI_DEFAULTS: Dict[str, Any] = dict(q=1.0, normalize=True)
-#: options of ``probabilistic=True`` (Park & Kim 2023; a dict overrides some of them)
-PROBABILISTIC_DEFAULTS: Dict[str, Any] = dict(k=4, a=1.2, terms="all")
-#: options of ``pr_cover=True`` (Cheema & Urner 2023; ``k=None``: ``ceil((ln N + 6) / C)``)
-PR_COVER_DEFAULTS: Dict[str, Any] = dict(k=None, C=3)
-#: options of ``clipped=True`` (Salvy et al. 2026: clipped density and coverage)
-CLIPPED_DEFAULTS: Dict[str, Any] = dict(k=5)
-#: options of ``symmetric=True`` (Khayatkhoei & AbdAlmageed 2023: symmetric precision and recall)
-SYMMETRIC_DEFAULTS: Dict[str, Any] = dict(k=5)
-#: options of ``cmmd=True`` (a dict passed as ``cmmd`` overrides some of them); sigma is
-#: calibrated for unit-norm CLIP embeddings
-CMMD_DEFAULTS: Dict[str, Any] = dict(sigma=SIGMA, scale=SCALE, unbiased=False)
+__all__ = ["Plan", "make_plan", "plan_of", "check_sizes", "family_options", "joined_ks", "TOP_PR_DEFAULTS"]
 
 
-#: options of ``fd_infinity=True`` (dgm-eval's ``compute_FD_infinity``: 15 sizes from min(5000, M / 10) to M)
-FD_INFINITY_DEFAULTS: Dict[str, Any] = dict(num_points=NUM_POINTS, min_size=None, max_size=None, seed=0)
-#: options of ``data_copying=True`` (dgm-eval's ``ct.py``: PCA to 64 dimensions, 3 cells, at least 20 per cell)
-DATA_COPYING_DEFAULTS: Dict[str, Any] = dict(
-    num_cells=NUM_CELLS, cell_threshold=CELL_THRESHOLD, pca_dim=PCA_DIM, seed=0
-)
-#: options of ``fld=True`` (``marcojira/fld``: 10,000 generated samples, 50 epochs of Adam at 0.5)
-FLD_DEFAULTS: Dict[str, Any] = dict(gen_size=GEN_SIZE, num_epochs=NUM_EPOCHS, lr=LR, batch_size=BATCH_SIZE, seed=0)
+def _defaults(name: str) -> Dict[str, Any]:
+    return get_family(name).defaults
+
+
+#: the options of each built-in switch and their defaults: the family registry's records (:mod:`.families`)
+PRD_DEFAULTS = _defaults("prd")
+ALPHA_BETA_DEFAULTS = _defaults("alpha_beta")
+KID_DEFAULTS = _defaults("kid")
+VENDI_DEFAULTS = _defaults("vendi")
+PROBABILISTIC_DEFAULTS = _defaults("probabilistic")
+PR_COVER_DEFAULTS = _defaults("pr_cover")
+CLIPPED_DEFAULTS = _defaults("clipped")
+SYMMETRIC_DEFAULTS = _defaults("symmetric")
+CMMD_DEFAULTS = _defaults("cmmd")
+FD_INFINITY_DEFAULTS = _defaults("fd_infinity")
+DATA_COPYING_DEFAULTS = _defaults("data_copying")
+FLD_DEFAULTS = _defaults("fld")
 
 
 def _options(value: Any, defaults: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
@@ -110,8 +98,8 @@ def _flag(value: Any, name: str) -> bool:
 class Plan:
     """Which scores to compute and with which options (validated by :func:`make_plan`)."""
 
-    k_pr: Optional[int]
-    k_dc: Optional[int]
+    k_precision_recall: Optional[int]
+    k_density_coverage: Optional[int]
     realism: bool
     authenticity: bool
     frechet: bool
@@ -129,8 +117,6 @@ class Plan:
     pr_cover: Optional[Dict[str, Any]] = None
     #: families switched on by ``True`` rather than a dict: left out on sets too small for them
     lenient: Tuple[str, ...] = ()
-    #: how the options are named in error messages (the caller's argument names)
-    names: Dict[str, str] = field(default_factory=dict)
     cmmd: Optional[Dict[str, Any]] = None
     #: clipped density and coverage's ``k`` (None: not computed); joins the k-NN pass
     clipped: Optional[Dict[str, Any]] = None
@@ -142,12 +128,24 @@ class Plan:
     data_copying: Optional[Dict[str, Any]] = None
     #: FLD's options (None: not computed); needs a held-out real set ``test``
     fld: Optional[Dict[str, Any]] = None
+    #: the families computed through their registry record alone (the rarity score, user families):
+    #: name -> checked options, in registration order
+    families: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def options_of(self, name: str) -> Optional[Dict[str, Any]]:
+        """The checked options of family ``name`` in this plan (None: off)."""
+        family = get_family(name)
+        return getattr(self, name) if family.engine else self.families.get(name)
+
+    def registered(self) -> List[Tuple[Family, Dict[str, Any]]]:
+        """The registry families of this plan with their options."""
+        return [(get_family(name), options) for name, options in self.families.items()]
 
 
 def make_plan(
     *,
-    k_pr: Optional[int],
-    k_dc: Optional[int],
+    k_precision_recall: Optional[int],
+    k_density_coverage: Optional[int],
     realism: bool,
     authenticity: bool,
     frechet: bool,
@@ -155,7 +153,6 @@ def make_plan(
     alpha_beta: Union[bool, Mapping[str, Any], None],
     error_bars: Optional[int],
     per_sample: bool,
-    names: Optional[Mapping[str, str]] = None,
     kid: Union[bool, Mapping[str, Any], None] = False,
     vendi: Union[bool, Mapping[str, Any], None] = False,
     top_pr: Union[bool, Mapping[str, Any], None] = False,
@@ -168,18 +165,22 @@ def make_plan(
     fd_infinity: Union[bool, Mapping[str, Any], None] = False,
     data_copying: Union[bool, Mapping[str, Any], None] = False,
     fld: Union[bool, Mapping[str, Any], None] = False,
+    families: Optional[Mapping[str, Any]] = None,
 ) -> Plan:
-    """Validate the options of :func:`generative_metrics` (``names`` renames ``k_pr``/``k_dc`` in errors)."""
-    names = {"k_pr": "k_pr", "k_dc": "k_dc", **(names or {})}
-    k_pr = None if k_pr is None else check_positive_int(k_pr, names["k_pr"])
-    k_dc = None if k_dc is None else check_positive_int(k_dc, names["k_dc"])
+    """Validate the options of :func:`generative_metrics` (``families``: the switches of the families computed
+    through their registry record, by name)."""
+    if k_precision_recall is not None:
+        k_precision_recall = check_positive_int(k_precision_recall, "k_precision_recall")
+    if k_density_coverage is not None:
+        k_density_coverage = check_positive_int(k_density_coverage, "k_density_coverage")
+    both = "`k_precision_recall` and `k_density_coverage`"
     per_sample = _flag(per_sample, "per_sample")
-    if per_sample and (k_pr is None or k_dc is None):
-        raise ValueError(f"Expected `{names['k_pr']}` and `{names['k_dc']}` to be set when `per_sample=True`")
+    if per_sample and (k_precision_recall is None or k_density_coverage is None):
+        raise ValueError(f"Expected {both} to be set when `per_sample=True`")
     if error_bars is not None:
         error_bars = check_int(error_bars, "error_bars", minimum=2)
-        if k_pr is None or k_dc is None:
-            raise ValueError(f"Expected `{names['k_pr']}` and `{names['k_dc']}` to be set when `error_bars` is used")
+        if k_precision_recall is None or k_density_coverage is None:
+            raise ValueError(f"Expected {both} to be set when `error_bars` is used")
     prd_opts = _options(prd, PRD_DEFAULTS, "prd")
     if prd_opts is not None:
         keys = ("num_clusters", "num_angles", "num_runs", "seed", "enforce_balance")
@@ -247,16 +248,20 @@ def make_plan(
                 fld_opts["seed"],
             )
         fld_opts.update(zip(fld_keys, checked[:4]), seed=checked[5])
-    families = (prd_opts, ab, kid_opts, vendi_opts, top, prob, cover, cm, clip, sym, fdi, ct, fld_opts)
-    core_on = k_pr is not None or k_dc is not None or any(v is True for v in (realism, authenticity, frechet))
-    if not core_on and all(options is None for options in families):
+    registered = registered_options(families or {})
+    switched = (prd_opts, ab, kid_opts, vendi_opts, top, prob, cover, cm, clip, sym, fdi, ct, fld_opts)
+    core_on = (
+        k_precision_recall is not None
+        or k_density_coverage is not None
+        or any(v is True for v in (realism, authenticity, frechet))
+    )
+    if not core_on and not registered and all(options is None for options in switched):
         raise ValueError(
-            f"Expected at least one score to compute, but `{names['k_pr']}` and `{names['k_dc']}` are None and "
-            "every other score is switched off"
+            f"Expected at least one score to compute, but {both} are None and every other score is switched off"
         )
     return Plan(
-        k_pr=k_pr,
-        k_dc=k_dc,
+        k_precision_recall=k_precision_recall,
+        k_density_coverage=k_density_coverage,
         realism=_flag(realism, "realism") or per_sample,
         authenticity=_flag(authenticity, "authenticity") or ab is not None,
         frechet=_flag(frechet, "frechet"),
@@ -278,7 +283,6 @@ def make_plan(
             )
             if v is True
         ),
-        names=names,
         kid=kid_opts,
         vendi=vendi_opts,
         cmmd=cm,
@@ -287,25 +291,66 @@ def make_plan(
         fd_infinity=fdi,
         data_copying=ct,
         fld=fld_opts,
+        families=registered,
+    )
+
+
+def plan_of(options: Mapping[str, Any], families: Optional[Mapping[str, Any]] = None) -> Plan:
+    """The plan of the resolved options of :func:`~lightning_prd.functional.generative_metrics` (every keyword but
+    ``real``, ``fake``, ``dtype``, ``block_bytes`` and ``test``, by its one name) and the switches of the registry
+    families (``families``)."""
+    return make_plan(
+        k_precision_recall=options["k_precision_recall"],
+        k_density_coverage=options["k_density_coverage"],
+        realism=options["realism"],
+        authenticity=options["authenticity"],
+        frechet=options["frechet"],
+        prd=options["prd"],
+        alpha_beta=options["alpha_beta"],
+        error_bars=options["error_bars"],
+        per_sample=options["per_sample"],
+        kid=options["kid"],
+        vendi=options["vendi"],
+        top_pr=options["top_pr"],
+        ball=options["ball"],
+        probabilistic=options["probabilistic"],
+        pr_cover=options["pr_cover"],
+        cmmd=options["cmmd"],
+        clipped=options["clipped"],
+        symmetric=options["symmetric"],
+        fd_infinity=options["fd_infinity"],
+        data_copying=options["data_copying"],
+        fld=options["fld"],
+        families=families,
     )
 
 
 def check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:
     """Too few samples for one of the k: name the option (the engine only knows "k")."""
-    named: List[Tuple[str, Optional[int]]] = [(plan.names["k_pr"], plan.k_pr), (plan.names["k_dc"], plan.k_dc)]
+    named: List[Tuple[str, Optional[int]]] = [
+        ("k_precision_recall", plan.k_precision_recall),
+        ("k_density_coverage", plan.k_density_coverage),
+    ]
     if plan.alpha_beta is not None:
         named.append(("alpha_beta['k']", plan.alpha_beta["k"]))
-    if plan.realism and plan.k_pr is None:
+    if plan.realism and plan.k_precision_recall is None:
         named.append(("realism's k", 3))
     if plan.authenticity:
         named.append(("authenticity's k", 1))
     for name, k in named:
         if k is not None:
             check_min_samples(real, k, "real", name)
-    if plan.k_pr is not None:
-        check_min_samples(fake, plan.k_pr, "fake", plan.names["k_pr"])
+    if plan.k_precision_recall is not None:
+        check_min_samples(fake, plan.k_precision_recall, "fake", "k_precision_recall")
     if plan.cmmd is not None:
         check_cmmd_sizes(real.shape[0], fake.shape[0], plan.cmmd["unbiased"])
+    for family, options in plan.registered():
+        for need, points, role in ((family.min_real, real, "real"), (family.min_fake, fake, "fake")):
+            if need is not None and points.shape[0] < need(options):
+                raise ValueError(
+                    f"Expected argument `{role}` to hold at least {need(options)} samples for `{family.name}` "
+                    f"(options {options}), but got {points.shape[0]}"
+                )
 
 
 def _small(real: Tensor, fake: Tensor, k: int) -> bool:

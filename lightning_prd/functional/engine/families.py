@@ -1,0 +1,217 @@
+"""The score-family registry: one record per family, read by every surface of the package.
+
+A **family** is a switch of :func:`~lightning_prd.functional.generative_metrics` and
+:class:`~lightning_prd.GenerativeMetrics` (``prd=True``, ``rarity={"k": 5}``, ``my_score=True``): a name, its
+options with their defaults, the scalar scores it returns with the direction that is better, and how they
+are computed. The function, the Metric (and so DDP), the callback's logged scalars and dashboards,
+``lightning-prd evaluate`` (one flag per family), ``lightning-prd runs`` (the directions) and the docs'
+tables read it; no other list of family names exists.
+
+Three ways a family is computed:
+
+* ``compute(real, fake, **options) -> {key: 0-dim tensor}`` on the whole (under DDP: gathered) feature sets,
+  what a user family gives;
+* from the shared k-NN pass: ``pass_asks(options) -> PassAsks`` (the real radii and tile reductions it needs)
+  and ``from_pass(result, **options) -> {key: tensor}`` (the rarity score);
+* by the package's engine (``engine=True``: the built-in families that
+  :func:`~lightning_prd.functional.generative.scores_from_plan` wires itself).
+
+Directions: ``"higher"``, ``"lower"``, ``"none"`` (a diagnostic that ranks nothing) or a target value, the
+best being the one closest to it (density's ``1``; ``1`` and ``0`` read ``"one"`` and ``"zero"``).
+
+Example:
+    >>> import torch
+    >>> from lightning_prd.functional.engine.families import register_family, get_family, unregister_family
+    >>> def mean_gap(real, fake, *, power=1.0):
+    ...     return {"mean_gap": (real.mean(0) - fake.mean(0)).norm() ** power}
+    >>> _ = register_family("mean_gap", mean_gap, outputs={"mean_gap": "lower"}, defaults={"power": 1.0})
+    >>> fam = get_family("mean_gap")
+    >>> fam.flag, fam.options({"power": 2.0}), fam.direction("mean_gap")
+    ('--mean-gap', {'power': 2.0}, 'lower')
+    >>> unregister_family("mean_gap")
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from lightning_prd.functional.engine.family import Direction, Family, PassAsks, check_direction
+
+__all__ = [
+    "Direction",
+    "Family",
+    "PassAsks",
+    "register_family",
+    "unregister_family",
+    "get_family",
+    "families",
+    "user_families",
+    "registered_options",
+    "directions",
+]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+#: keywords of the surfaces that are no family switch: a family cannot take one of these names
+RESERVED = frozenset(
+    (
+        "real", "fake", "k_precision_recall", "k_density_coverage", "ball", "per_sample", "error_bars", "dtype",
+        "block_bytes", "test", "per_class", "closest_pairs", "protocol", "reset_real_features", "knn_dtype",
+    )
+)  # fmt: skip
+
+
+_REGISTRY: Dict[str, Family] = {}
+
+
+def register_family(
+    name: str,
+    compute: Optional[Callable[..., Mapping[str, Any]]] = None,
+    *,
+    outputs: Mapping[str, Any],
+    defaults: Optional[Mapping[str, Any]] = None,
+    check: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+    meaning: str = "",
+    per_class: bool = False,
+    docs: Optional[str] = None,
+    pass_asks: Optional[Callable[[Dict[str, Any]], PassAsks]] = None,
+    from_pass: Optional[Callable[..., Mapping[str, Any]]] = None,
+    engine: bool = False,
+    min_real: Optional[Callable[[Dict[str, Any]], int]] = None,
+    min_fake: Optional[Callable[[Dict[str, Any]], int]] = None,
+    per_sample: Sequence[str] = (),
+    replace: bool = False,
+    _builtin: bool = False,
+) -> Family:
+    """Register a score family; it is then a switch of every surface (module docstring).
+
+    Args:
+        name: the switch's keyword: lower case letters, digits and ``_``, starting with a letter; not a
+            keyword the surfaces already take (``k_precision_recall``, ``ball``, ...).
+        compute: ``compute(real, fake, **options) -> {key: 0-dim tensor}`` on the whole feature sets (under DDP
+            the gathered ones: the result equals one process's). Needed unless ``from_pass`` or ``engine``.
+        outputs: ``{key: "higher" | "lower" | "none" | target}``: every scalar key ``compute`` returns.
+        defaults: the options and their defaults (``<name>=True`` asks for them; a dict overrides some).
+        check: validates an options dict (raise ``ValueError`` naming the option); returns the options.
+        meaning: one line for tables and docs.
+        per_class: also compute the family per class (with ``per_class=True``).
+        docs: the page describing it.
+        pass_asks, from_pass: a family read from the shared k-NN pass instead of ``compute``.
+        engine: computed by the package's own engine (built-in families only).
+        min_real, min_fake: the fewest real / generated samples its options need.
+        per_sample: keys of per-sample outputs (not logged as scalars).
+        replace: replace a family of the same name (otherwise that raises).
+
+    Returns:
+        The :class:`Family` record.
+    """
+    if not _builtin:
+        _builtins()  # a user family's outputs are checked against the package's
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"Expected argument `name` to be lower case letters, digits and '_' starting with a letter, but got "
+            f"{name!r}"
+        )
+    if name in RESERVED:
+        raise ValueError(f"Expected argument `name` to be a new keyword, but {name!r} is an option of every surface")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"Expected argument `name` to be a new family, but {name!r} is registered (pass replace=True)")
+    if name in _REGISTRY and _REGISTRY[name].builtin and not _builtin:
+        raise ValueError(f"Expected argument `name` to be a new family, but {name!r} is a built-in family")
+    if not engine and from_pass is None and not callable(compute):
+        raise ValueError(f"Expected argument `compute` to be a callable (real, fake, **options), but got {compute!r}")
+    if from_pass is not None and pass_asks is None:
+        raise ValueError("Expected argument `pass_asks` with `from_pass`: what the family asks of the k-NN pass")
+    if not isinstance(outputs, Mapping):
+        raise ValueError(f"Expected argument `outputs` to be a dict {{key: direction}}, but got {outputs!r}")
+    checked = {str(key): check_direction(str(key), way) for key, way in outputs.items()}
+    taken = {key: fam.name for fam in _REGISTRY.values() if fam.name != name for key in fam.outputs}
+    clash = sorted(key for key in checked if key in taken)
+    if clash:
+        raise ValueError(
+            f"Expected argument `outputs` to name new scores, but {clash} are outputs of family {taken[clash[0]]!r}"
+        )
+    family = Family(
+        name=name,
+        outputs=checked,
+        defaults=dict(defaults or {}),
+        compute=compute,
+        check=check,
+        pass_asks=pass_asks,
+        from_pass=from_pass,
+        engine=bool(engine),
+        meaning=str(meaning),
+        per_class=bool(per_class),
+        min_real=min_real,
+        min_fake=min_fake,
+        docs=docs,
+        builtin=_builtin,
+        per_sample=tuple(per_sample),
+    )
+    _REGISTRY[name] = family
+    return family
+
+
+def unregister_family(name: str) -> None:
+    """Remove a family registered from user code (built-in families stay)."""
+    family = _REGISTRY.get(name)
+    if family is None:
+        raise ValueError(f"Expected argument `name` to be a registered family, but got {name!r}")
+    if family.builtin:
+        raise ValueError(f"Expected argument `name` to be a family registered from user code, but {name!r} is built in")
+    del _REGISTRY[name]
+
+
+def get_family(name: str) -> Family:
+    """The family ``name``; ``ValueError`` listing the registered ones otherwise."""
+    _builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"Expected a registered score family, but got {name!r}; registered: {sorted(_REGISTRY)}"
+        ) from None
+
+
+def families() -> List[Family]:
+    """Every registered family: the engine's built-in ones first, then the families computed through their
+    record (the rarity score, user families), each group in registration order."""
+    _builtins()
+    return [f for f in _REGISTRY.values() if f.engine] + [f for f in _REGISTRY.values() if not f.engine]
+
+
+def user_families() -> List[Family]:
+    """The families registered from user code (and entry points), in registration order."""
+    return [f for f in families() if not f.builtin]
+
+
+def registered_options(switches: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """The checked options of the switched-on families computed through their record (not ``engine``), by
+    name, in registration order; a name that is no such family raises naming the registered ones."""
+    order = [f.name for f in families() if not f.engine]
+    unknown = sorted(set(switches) - set(order))
+    if unknown:
+        raise ValueError(
+            f"Expected score families registered with `register_family`, but got {unknown}; registered: {order}"
+        )
+    out: Dict[str, Dict[str, Any]] = {}
+    for name in order:
+        if name in switches:
+            options = get_family(name).options(switches[name])
+            if options is not None:
+                out[name] = options
+    return out
+
+
+def directions() -> Dict[str, Direction]:
+    """Score key -> direction over every family's outputs, in table order."""
+    return {key: way for fam in families() for key, way in fam.outputs.items()}
+
+
+def _builtins() -> None:
+    """Register the built-in families (once; they import the families' option checks)."""
+    if "precision_recall" not in _REGISTRY:
+        from lightning_prd.functional.engine.builtin_families import register_builtins
+
+        register_builtins(register_family)

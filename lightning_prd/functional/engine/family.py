@@ -1,0 +1,119 @@
+"""A score family's record (:class:`Family`), what it asks of the shared k-NN pass (:class:`PassAsks`) and
+its outputs' directions; the registry of records is :mod:`.families`.
+
+Example:
+    >>> from lightning_prd.functional.engine.family import check_direction
+    >>> check_direction("density", 1), check_direction("fid", "lower"), check_direction("gap", 0.5)
+    ('one', 'lower', 0.5)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
+
+Direction = Union[str, float]
+
+#: the named directions; any other direction is a target value
+NAMED_DIRECTIONS = ("higher", "lower", "none", "one", "zero")
+
+
+@dataclass(frozen=True)
+class PassAsks:
+    """What a family asks of the shared k-NN pass: the real radii ``NND_k`` it reads and its tile reductions
+    (:class:`~lightning_prd.functional.knn.reduction.TileReduction`, one fresh object per pass)."""
+
+    real_ks: Sequence[int] = ()
+    reductions: Sequence[Any] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    """One score family (module docstring).
+
+    Attributes:
+        name: the switch's keyword (lower case, digits, ``_``); the CLI flag is ``--<name with dashes>``.
+        outputs: scalar score key -> direction, in table order.
+        defaults: option -> default; ``True`` asks for these, a dict overrides some.
+        compute: ``compute(real, fake, **options)`` on the whole feature sets, or None.
+        check: ``check(options) -> options``: raises ``ValueError`` naming a bad option, or None.
+        pass_asks, from_pass: what it asks of the shared pass and how its scores are read from it, or None.
+        engine: computed by the package's engine (a built-in family wired there).
+        meaning: one line: what the scores measure.
+        per_class: whether per-class scores are computed for it.
+        min_real, min_fake: the fewest samples of each set its options need (``f(options) -> int``), or None.
+        docs: the docs page that describes it.
+        builtin: registered by the package.
+        per_sample: keys of per-sample (non-scalar) outputs.
+    """
+
+    name: str
+    outputs: Dict[str, Direction]
+    defaults: Dict[str, Any] = field(default_factory=dict)
+    compute: Optional[Callable[..., Mapping[str, Any]]] = None
+    check: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None
+    pass_asks: Optional[Callable[[Dict[str, Any]], PassAsks]] = None
+    from_pass: Optional[Callable[..., Mapping[str, Any]]] = None
+    engine: bool = False
+    meaning: str = ""
+    per_class: bool = False
+    min_real: Optional[Callable[[Dict[str, Any]], int]] = None
+    min_fake: Optional[Callable[[Dict[str, Any]], int]] = None
+    docs: Optional[str] = None
+    builtin: bool = False
+    per_sample: Sequence[str] = ()
+
+    @property
+    def flag(self) -> str:
+        """The command line's flag of this family."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def joins_pass(self) -> bool:
+        """Whether its scores are read from the shared k-NN pass."""
+        return self.from_pass is not None
+
+    def direction(self, key: str) -> Direction:
+        """The direction of output ``key``."""
+        return self.outputs[key]
+
+    def options(self, value: Any) -> Optional[Dict[str, Any]]:
+        """The checked options of a switch: ``False``/``None`` -> None (off), ``True`` -> the defaults, a dict
+        -> the defaults it overrides. ``ValueError`` names the family and the option."""
+        if value is False or value is None:
+            return None
+        if value is True:
+            options = dict(self.defaults)
+        elif isinstance(value, Mapping):
+            unknown = set(value) - set(self.defaults)
+            if unknown:
+                raise ValueError(
+                    f"Expected argument `{self.name}` to hold only {sorted(self.defaults)}, but got unknown keys "
+                    f"{sorted(unknown)}"
+                )
+            options = {**self.defaults, **value}
+        else:
+            raise ValueError(f"Expected argument `{self.name}` to be a bool or a dict of options, but got {value!r}")
+        if self.check is not None:
+            try:
+                options = dict(self.check(options))
+            except ValueError as err:
+                raise ValueError(f"{err} (an option of `{self.name}`)") from None
+        return options
+
+
+def check_direction(key: str, way: Any) -> Direction:
+    """The checked direction ``way`` of output ``key`` (1 and 0 read ``"one"`` and ``"zero"``)."""
+    if isinstance(way, str):
+        if way not in NAMED_DIRECTIONS:
+            raise ValueError(
+                f"Expected the direction of output `{key}` to be one of {list(NAMED_DIRECTIONS)} or a target number, "
+                f"but got {way!r}"
+            )
+        return way
+    if isinstance(way, numbers.Real) and not isinstance(way, bool) and math.isfinite(float(way)):
+        target = float(way)
+        return "one" if target == 1.0 else "zero" if target == 0.0 else target
+    raise ValueError(f"Expected the direction of output `{key}` to be a string or a finite number, but got {way!r}")
