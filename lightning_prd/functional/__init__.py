@@ -28,6 +28,7 @@ from lightning_prd.functional.pr_cover import precision_recall_cover
 from lightning_prd.functional.prd import prd_curve, prd_f_beta, prd_from_histograms
 from lightning_prd.functional.precision_recall import precision_recall, realism_score
 from lightning_prd.functional.probabilistic import probabilistic_precision_recall
+from lightning_prd.functional.rarity import rarity_score
 from lightning_prd.functional.sfid import spatial_frechet_distance
 from lightning_prd.functional.symmetric import symmetric_precision_recall
 from lightning_prd.functional.top_pr import top_precision_recall
@@ -61,6 +62,7 @@ __all__ = [
     "precision_recall",
     "precision_recall_cover",
     "probabilistic_precision_recall",
+    "rarity_score",
     "realism_score",
     "spatial_frechet_distance",
     "symmetric_precision_recall",
