@@ -138,3 +138,27 @@ def test_command_line_flag_and_json(tmp_path, capsys):
     assert payload["settings"]["rarity"] is None and "rarity_mean" not in payload["scores"]
     assert main([*argv, "--rarity", "k"]) == 2
     assert "--rarity: expected KEY=VALUE, but got 'k'" in capsys.readouterr().err
+
+
+def test_per_class_equals_the_function_on_each_class():
+    from lightning_prd.functional import per_class_metrics
+
+    real, fake = _gauss(240, 160, 4, seed=11)
+    real_labels, fake_labels = torch.arange(240) % 3, torch.arange(160) % 3
+    fake_labels[fake_labels == 2] = 1  # class 2 generates nothing
+    real_labels[:236][real_labels[:236] == 0] = 1
+    real_labels[236:] = 0  # class 0: 4 real rows, too few for k = 4
+    out = per_class_metrics(
+        real, fake, real_labels=real_labels, fake_labels=fake_labels, frechet=False, families={"rarity": {"k": 4}}
+    )
+    assert out["classes"].tolist() == [0, 1, 2]
+    got = out["rarity_mean_per_class"]
+    assert torch.isnan(got[0]) and torch.isnan(got[2])
+    want = rarity_score(real[real_labels == 1], fake[fake_labels == 1], k=4)[1]
+    assert float(got[1]) == float(want) and float(out["rarity_mean_mean"]) == float(want)
+    metric = GenerativeMetrics(per_class=True, rarity={"k": 4}, frechet=False)
+    metric.update(real, real=True, labels=real_labels)
+    metric.update(fake, real=False, labels=fake_labels)
+    res = metric.compute()
+    assert torch.equal(res["rarity_mean_per_class"].nan_to_num(-1.0), got.nan_to_num(-1.0))
+    assert torch.equal(res["rarity"], rarity_score(real, fake, k=4)[0])  # the overall scores as before

@@ -61,6 +61,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
+from lightning_prd.functional.engine.families import get_family, registered_options
 from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_positive_int
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed
@@ -132,6 +133,7 @@ def per_class_metrics(
     classes: Optional[Sequence[int]] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
+    families: Optional[Mapping[str, Any]] = None,
     **unknown: Any,
 ) -> Dict[str, Tensor]:
     r"""Precision, recall, density, coverage and Fréchet distance per class, their means, the worst-covered class.
@@ -162,6 +164,9 @@ def per_class_metrics(
             the labels present in either set, sorted.
         dtype: GEMM dtype of the k-NN passes, as in :func:`.generative_metrics`.
         block_bytes: memory budget of one distance tile, as in :func:`.generative_metrics`.
+        families: switches of registered families with per-class scores (``{"rarity": True}``, a user
+            family registered with ``per_class=True``), as in :func:`.generative_metrics`; each scalar output
+            ``<key>`` gets ``<key>_per_class`` and ``<key>_mean``, NaN for a class too small for it.
 
     Returns:
         dict of tensors, on the features' device:
@@ -212,13 +217,18 @@ def per_class_metrics(
     rl = _labels(real_labels, "real_labels", sets.num_real, "real")
     fl = _labels(fake_labels, "fake_labels", sets.num_fake, "fake")
     labels = _classes(classes, torch.cat([rl, fl]))
+    switched = registered_options(families or {})
+    for name in switched:
+        if not get_family(name).per_class:
+            raise ValueError(f"Expected families with per-class scores in `families`, but {name!r} has none")
+    extra = [(get_family(name), options) for name, options in switched.items()]
     names = [
         n
         for n, on in zip(
             PER_CLASS_SCORES, (k_precision_recall, k_precision_recall, k_density_coverage, k_density_coverage, frechet)
         )
         if on not in (None, False)
-    ]
+    ] + [key for family, _ in extra for key in family.outputs]
     rows: Dict[str, List[float]] = {n: [] for n in names}
     device = sets.real.device
     rl_dev, fl_dev = rl.to(device), fl.to(device)
@@ -235,7 +245,8 @@ def per_class_metrics(
         pr_ok = k_precision_recall is not None and min(n_r, n_f) >= k_precision_recall + 1
         dc_ok = k_density_coverage is not None and n_r >= k_density_coverage + 1 and n_f >= 1
         fd_ok = frechet and min(n_r, n_f) >= 2
-        if pr_ok or dc_ok or fd_ok:
+        joined: Dict[str, Any] = {f.name: options for f, options in extra if _fits(f, options, n_r, n_f)}
+        if pr_ok or dc_ok or fd_ok or joined:
             out = generative_metrics(
                 sets.real[rl_dev == c],
                 sets.fake[fl_dev == c],
@@ -249,6 +260,7 @@ def per_class_metrics(
                 ball=ball,
                 dtype=dtype,
                 block_bytes=block_bytes,
+                **joined,
             )
             row.update({n: float(v) for n, v in out.items() if n in row})
         for n in names:
@@ -271,6 +283,13 @@ def per_class_metrics(
         else:
             result["coverage_min"] = torch.tensor(math.nan, dtype=torch.float64, device=device)
     return result
+
+
+def _fits(family: Any, options: Dict[str, Any], n_r: int, n_f: int) -> bool:
+    """Whether a class of ``n_r`` real and ``n_f`` generated rows is large enough for the family."""
+    need_real = family.min_real(options) if family.min_real is not None else 1
+    need_fake = family.min_fake(options) if family.min_fake is not None else 1
+    return n_r >= need_real and n_f >= need_fake
 
 
 def per_class_scalars(

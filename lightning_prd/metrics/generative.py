@@ -11,7 +11,7 @@ from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.families import families, get_family
 from lightning_prd.functional.engine.inputs import check_int, same_features
 from lightning_prd.functional.engine.plan import plan_of
 from lightning_prd.functional.engine.sets import FeatureSets
@@ -336,6 +336,7 @@ class GenerativeMetrics(FeatureMetric):
                     ball=plan.ball,
                     dtype=self.knn_dtype,
                     block_bytes=self.block_bytes,
+                    families={name: opts for name, opts in plan.families.items() if get_family(name).per_class},
                 )
             )
         return out
