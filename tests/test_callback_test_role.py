@@ -63,7 +63,7 @@ def _fit(tmp_path, cb, datamodule=None, epochs=1):
 
 
 def _reference(real, fake, test, metric=METRIC):
-    m = GenerativeMetrics(**metric)
+    m = GenerativeMetrics(preset="training", **metric)  # the callback's metric
     m.update(real, real=True)
     m.update(fake, real=False)
     m.update(test, role="test")

@@ -295,3 +295,15 @@ def test_a_registered_protocol_is_found_again(name):
         unregister_protocol("my-proto")
     with pytest.raises(ValueError, match="one of"):
         get_protocol(name)
+
+
+def test_every_family_has_a_docs_page_in_the_navigation():
+    from pathlib import Path
+
+    from lightning_prd.functional.engine.families import families
+
+    root = Path(__file__).resolve().parents[1]
+    nav = (root / "mkdocs.yml").read_text()
+    for fam in families():
+        assert fam.docs is not None and (root / "docs" / fam.docs).is_file(), fam.name
+        assert fam.docs in nav, fam.name
