@@ -199,12 +199,12 @@ class GenerativeMetrics(FeatureMetric):
         self.ball = self.plan.ball
         self.k_precision_recall, self.k_density_coverage = self.plan.k_precision_recall, self.plan.k_density_coverage
         self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
-        self.prd, self.alpha_beta, self.error_bars = self.plan.prd, self.plan.alpha_beta, self.plan.error_bars
-        self.kid, self.vendi = self.plan.kid, self.plan.vendi
-        self.top_pr = self.plan.top_pr
-        self.probabilistic, self.pr_cover = self.plan.probabilistic, self.plan.pr_cover
-        self.cmmd = self.plan.cmmd
-        self.clipped, self.symmetric = self.plan.clipped, self.plan.symmetric
+        self.error_bars = self.plan.error_bars
+        # each built-in family with options: `metric.<name>` is its options, None when off (a user family's
+        # are in `metric.plan.families`: its name may be any attribute's)
+        for family in families():
+            if family.defaults and family.builtin:
+                setattr(self, family.name, self.plan.options_of(family.name))
         super().__init__(dtype=self.options["dtype"], block_bytes=self.options["block_bytes"], **kwargs)
         self._fixed_test: Optional[Tensor] = None
         if needs_test(self.plan):
