@@ -307,3 +307,20 @@ def test_every_family_has_a_docs_page_in_the_navigation():
     for fam in families():
         assert fam.docs is not None and (root / "docs" / fam.docs).is_file(), fam.name
         assert fam.docs in nav, fam.name
+
+
+def test_the_readme_score_table_names_every_ranked_output():
+    from pathlib import Path
+
+    from lightning_prd.functional.engine.families import families
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))
+    missing = [
+        key
+        for fam in families()
+        if fam.builtin
+        for key, way in fam.outputs.items()
+        if way != "none" and f"`{key}`" not in rows
+    ]
+    assert not missing, f"add a row of the README's score table for {missing}"
