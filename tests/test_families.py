@@ -265,7 +265,15 @@ def test_the_k_of_precision_recall_has_one_spelling_on_every_surface(tmp_path, c
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{flag} is spelled {new}" in err[0]
     fid = get_protocol("pr50k3")
-    assert fid.describe()["k_precision_recall"] == 3
+    assert fid.describe()["k_precision_recall"] == 3 and fid.k_precision_recall == 3
+    from lightning_prd.protocols import fingerprint
+
+    fp = fingerprint(protocol="pr50k3")
+    assert fp["k_precision_recall"] == 3 and "k" not in fp
+    with pytest.raises(ValueError, match="spelled `k_precision_recall`"):
+        dataclasses.replace(fid, k=5)
+    with pytest.raises(AttributeError, match="Protocol.k_precision_recall"):
+        _ = fid.k
 
 
 def metric_argument_names():
@@ -274,7 +282,11 @@ def metric_argument_names():
     return set(metric_arguments("prdc"))
 
 
-def test_a_protocol_contradiction_given_at_the_default_is_refused_by_the_callback():
+def test_a_protocol_contradiction_given_at_the_default_is_refused_by_the_callback_and_the_cli(tmp_path, capsys):
+    np.save(tmp_path / "real.npy", REAL.numpy())
+    argv = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "real.npy"), "-q"]
+    assert main([*argv, "--protocol", "prdc", "--k-precision-recall", "3"]) == 2  # 3 is the flag's default
+    assert "--k-precision-recall 3: contradicts protocol 'prdc'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="`k_precision_recall` to agree with protocol 'prdc'"):
         PRDCallback(REAL, protocol="prdc", metric={"k_precision_recall": 3})
     with pytest.raises(ValueError, match="`ball` to agree with protocol 'prdc'"):
