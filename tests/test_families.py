@@ -271,6 +271,8 @@ def test_the_k_of_precision_recall_has_one_spelling_on_every_surface(tmp_path, c
     fp = fingerprint(protocol="pr50k3")
     assert fp["k_precision_recall"] == 3 and "k" not in fp
     with pytest.raises(ValueError, match="spelled `k_precision_recall`"):
+        fingerprint(protocol="pr50k3", k=3)
+    with pytest.raises(ValueError, match="spelled `k_precision_recall`"):
         dataclasses.replace(fid, k=5)
     with pytest.raises(AttributeError, match="Protocol.k_precision_recall"):
         _ = fid.k

@@ -32,7 +32,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 from lightning_prd.features.base import describe_extractor, json_value
-from lightning_prd.functional.engine.vocabulary import current_keys
+from lightning_prd.functional.engine.vocabulary import FINGERPRINT_RENAMED, current_keys
 from lightning_prd.protocols.table import get_protocol
 
 FINGERPRINT_KEYS = (
@@ -78,6 +78,7 @@ def fingerprint(
     ball: Optional[str] = None,
     dtype: Any = None,
     k_density_coverage: Optional[int] = None,
+    **unknown: Any,
 ) -> Dict[str, Any]:
     """The fingerprint of scores computed from ``extractor``'s features (module docstring).
 
@@ -90,6 +91,11 @@ def fingerprint(
         k_density_coverage: k of density/coverage, when those ran.
         dtype: the compute dtype (``torch.dtype`` or its name); None: the extractor's parameter dtype.
     """
+    for old, new in FINGERPRINT_RENAMED.items():
+        if old in unknown:
+            raise ValueError(f"Expected argument `{new}`, but got `{old}`: the option is spelled `{new}`")
+    if unknown:
+        raise TypeError(f"fingerprint() got unexpected keyword arguments {sorted(unknown)}")
     p = get_protocol(protocol) if protocol is not None else None
     if extractor is None:
         described: Dict[str, Any] = {"name": (p.extractor if p is not None else None) or "identity"}
