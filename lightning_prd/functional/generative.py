@@ -56,7 +56,7 @@ from lightning_prd.functional.engine.plan import (
     plan_of,
 )
 from lightning_prd.functional.engine.sets import FeatureSets
-from lightning_prd.functional.engine.vocabulary import check_preset, check_renamed, default, plain, resolve
+from lightning_prd.functional.engine.vocabulary import check_renamed, default, resolve
 from lightning_prd.functional.frechet import frechet_of
 from lightning_prd.functional.held_out import check_held_out_test, held_out_scores
 from lightning_prd.functional.kid import kid_scores, kid_summary
@@ -387,7 +387,7 @@ def generative_metrics(
     check_renamed(families)
     opts = resolve(
         {name: value for name, value in locals().items() if name not in ("real", "fake", "families", "preset")},
-        preset=check_preset(plain(preset)),
+        preset=preset,
     )
     plan = plan_of(opts, families)
     sets = FeatureSets.check(real, fake)

@@ -15,7 +15,7 @@ from lightning_prd.functional.engine.families import families, get_family
 from lightning_prd.functional.engine.inputs import check_int, same_features
 from lightning_prd.functional.engine.plan import plan_of
 from lightning_prd.functional.engine.sets import FeatureSets
-from lightning_prd.functional.engine.vocabulary import check_preset, check_renamed, default, plain, resolve
+from lightning_prd.functional.engine.vocabulary import check_renamed, default, resolve
 from lightning_prd.functional.frechet import check_statistics, frechet_to_statistics
 from lightning_prd.functional.generative import Plan, generative_metrics, scores_from_plan
 from lightning_prd.functional.held_out import check_held_out_test, needs_test
@@ -190,7 +190,7 @@ class GenerativeMetrics(FeatureMetric):
 
             self.protocol = get_protocol(protocol).name
             values = resolve_arguments(protocol, values)
-        self.options = resolve(values, preset=check_preset(plain(preset)))
+        self.options = resolve(values, preset=preset)
         opts = {**self.options, "authenticity": self.options["authenticity"] or self.closest_pairs > 0}
         self.plan = plan_of(opts, switches)
         if not isinstance(per_class, bool):

@@ -58,25 +58,12 @@ PR_COVER_DEFAULTS = _defaults("pr_cover")
 CLIPPED_DEFAULTS = _defaults("clipped")
 SYMMETRIC_DEFAULTS = _defaults("symmetric")
 CMMD_DEFAULTS = _defaults("cmmd")
-FD_INFINITY_DEFAULTS = _defaults("fd_infinity")
-DATA_COPYING_DEFAULTS = _defaults("data_copying")
-FLD_DEFAULTS = _defaults("fld")
 
 
-def _options(value: Any, defaults: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
-    """``False``/``None`` -> None, ``True`` -> the defaults, a mapping -> the defaults it overrides."""
-    if value is False or value is None:
-        return None
-    if value is True:
-        return dict(defaults)
-    if isinstance(value, Mapping):
-        unknown = set(value) - set(defaults)
-        if unknown:
-            raise ValueError(
-                f"Expected argument `{name}` to hold only {sorted(defaults)}, but got unknown keys {sorted(unknown)}"
-            )
-        return {**defaults, **value}
-    raise ValueError(f"Expected argument `{name}` to be a bool or a dict of options, but got {value!r}")
+def _options(value: Any, name: str) -> Optional[Dict[str, Any]]:
+    """The switch ``value`` of built-in family ``name`` as options (:meth:`.family.Family.options`: ``False`` /
+    ``None`` -> None, ``True`` -> its defaults, a mapping -> the defaults it overrides); the plan checks them."""
+    return get_family(name).options(value)
 
 
 @contextmanager
@@ -181,61 +168,61 @@ def make_plan(
         error_bars = check_int(error_bars, "error_bars", minimum=2)
         if k_precision_recall is None or k_density_coverage is None:
             raise ValueError(f"Expected {both} to be set when `error_bars` is used")
-    prd_opts = _options(prd, PRD_DEFAULTS, "prd")
+    prd_opts = _options(prd, "prd")
     if prd_opts is not None:
         keys = ("num_clusters", "num_angles", "num_runs", "seed", "enforce_balance")
         with _group("prd"):
             prd_opts.update(zip(keys, check_prd_options(*(prd_opts[key] for key in keys))))
             prd_opts["beta"] = check_beta(prd_opts["beta"])
-    ab = _options(alpha_beta, ALPHA_BETA_DEFAULTS, "alpha_beta")
+    ab = _options(alpha_beta, "alpha_beta")
     if ab is not None:
         with _group("alpha_beta"):
             ab["num_alphas"] = check_num_alphas(ab["num_alphas"])
         ab["k"] = check_positive_int(ab["k"], "alpha_beta['k']")
-    kid_opts = _options(kid, KID_DEFAULTS, "kid")
+    kid_opts = _options(kid, "kid")
     if kid_opts is not None:
         kid_keys = ("subsets", "subset_size", "degree", "gamma", "coef", "seed")
         with _group("kid"):
             kid_opts.update(zip(kid_keys, check_kid_options(*(kid_opts[key] for key in kid_keys))))
-    vendi_opts = _options(vendi, VENDI_DEFAULTS, "vendi")
+    vendi_opts = _options(vendi, "vendi")
     if vendi_opts is not None:
         with _group("vendi"):
             vendi_opts["q"] = check_vendi_order(vendi_opts["q"])
         vendi_opts["normalize"] = _flag(vendi_opts["normalize"], "vendi['normalize']")
-    top = _options(top_pr, TOP_PR_DEFAULTS, "top_pr")
+    top = _options(top_pr, "top_pr")
     if top is not None:
         top = check_top_pr_options(**top, owner="top_pr")
-    prob = _options(probabilistic, PROBABILISTIC_DEFAULTS, "probabilistic")
+    prob = _options(probabilistic, "probabilistic")
     if prob is not None:
         with _group("probabilistic"):
             prob["k"], prob["a"], prob["terms"] = check_probabilistic(prob["k"], prob["a"], prob["terms"])
-    cover = _options(pr_cover, PR_COVER_DEFAULTS, "pr_cover")
+    cover = _options(pr_cover, "pr_cover")
     if cover is not None:
         with _group("pr_cover"):
             cover["k"], cover["C"] = check_cover_options(cover["k"], cover["C"])
-    cm = _options(cmmd, CMMD_DEFAULTS, "cmmd")
+    cm = _options(cmmd, "cmmd")
     if cm is not None:
         with _group("cmmd"):
             cm.update(zip(("sigma", "scale", "unbiased"), check_cmmd_options(cm["sigma"], cm["scale"], cm["unbiased"])))
-    clip = _options(clipped, CLIPPED_DEFAULTS, "clipped")
+    clip = _options(clipped, "clipped")
     if clip is not None:
         clip["k"] = check_positive_int(clip["k"], "clipped['k']")
-    sym = _options(symmetric, SYMMETRIC_DEFAULTS, "symmetric")
+    sym = _options(symmetric, "symmetric")
     if sym is not None:
         sym["k"] = check_positive_int(sym["k"], "symmetric['k']")
-    fdi = _options(fd_infinity, FD_INFINITY_DEFAULTS, "fd_infinity")
+    fdi = _options(fd_infinity, "fd_infinity")
     if fdi is not None:
         with _group("fd_infinity"):
             fdi["num_points"] = check_int(fdi["num_points"], "num_points", minimum=2)
             for key in ("min_size", "max_size"):
                 fdi[key] = None if fdi[key] is None else check_int(fdi[key], key, minimum=2)
             fdi["seed"] = check_seed(fdi["seed"])
-    ct = _options(data_copying, DATA_COPYING_DEFAULTS, "data_copying")
+    ct = _options(data_copying, "data_copying")
     if ct is not None:
         ct_keys = ("num_cells", "cell_threshold", "pca_dim", "seed")
         with _group("data_copying"):
             ct.update(zip(ct_keys, check_data_copying_options(*(ct[key] for key in ct_keys))))
-    fld_opts = _options(fld, FLD_DEFAULTS, "fld")
+    fld_opts = _options(fld, "fld")
     if fld_opts is not None:
         fld_keys = ("gen_size", "num_epochs", "lr", "batch_size")
         with _group("fld"):
@@ -296,33 +283,15 @@ def make_plan(
 
 
 def plan_of(options: Mapping[str, Any], families: Optional[Mapping[str, Any]] = None) -> Plan:
-    """The plan of the resolved options of :func:`~lightning_prd.functional.generative_metrics` (every keyword but
-    ``real``, ``fake``, ``dtype``, ``block_bytes`` and ``test``, by its one name) and the switches of the registry
-    families (``families``)."""
-    return make_plan(
-        k_precision_recall=options["k_precision_recall"],
-        k_density_coverage=options["k_density_coverage"],
-        realism=options["realism"],
-        authenticity=options["authenticity"],
-        frechet=options["frechet"],
-        prd=options["prd"],
-        alpha_beta=options["alpha_beta"],
-        error_bars=options["error_bars"],
-        per_sample=options["per_sample"],
-        kid=options["kid"],
-        vendi=options["vendi"],
-        top_pr=options["top_pr"],
-        ball=options["ball"],
-        probabilistic=options["probabilistic"],
-        pr_cover=options["pr_cover"],
-        cmmd=options["cmmd"],
-        clipped=options["clipped"],
-        symmetric=options["symmetric"],
-        fd_infinity=options["fd_infinity"],
-        data_copying=options["data_copying"],
-        fld=options["fld"],
-        families=families,
-    )
+    """The plan of the resolved options of :func:`~lightning_prd.functional.generative_metrics` (its keywords, by
+    their one name; ``dtype``, ``block_bytes`` and ``test`` act on the call, not the plan) and the switches of the
+    registry families (``families``)."""
+    planned = {name: value for name, value in options.items() if name not in _CALL_OPTIONS}
+    return make_plan(**planned, families=families)
+
+
+#: keywords of generative_metrics that are no option of the plan
+_CALL_OPTIONS = ("dtype", "block_bytes", "test")
 
 
 def check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:

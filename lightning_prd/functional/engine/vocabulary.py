@@ -101,11 +101,11 @@ def check_preset(preset: Any) -> Optional[str]:
     return preset.strip().lower()
 
 
-def resolve(values: Mapping[str, Any], *, preset: Optional[str] = None) -> Dict[str, Any]:
+def resolve(values: Mapping[str, Any], *, preset: Any = None) -> Dict[str, Any]:
     """Plain values of every option in ``values``: given ones as they are (a protocol's values count as given:
-    :func:`lightning_prd.protocols.resolve_arguments` fills them in first), then the preset's, then the
-    defaults."""
-    name_of_preset = check_preset(preset)
+    :func:`lightning_prd.protocols.resolve_arguments` fills them in first), then the preset's (``preset``
+    checked here, a signature's :class:`Default` read as its value), then the defaults."""
+    name_of_preset = check_preset(plain(preset))
     layer = PRESETS[name_of_preset] if name_of_preset is not None else {}
     out: Dict[str, Any] = {}
     for name, value in values.items():
