@@ -22,7 +22,7 @@ import ast
 import warnings
 from typing import Any, Dict, List, Sequence
 
-from lightning_prd.functional.engine.families import Family, families
+from lightning_prd.functional.engine.families import Family, record_families
 
 #: the entry-point group of installed packages' score families
 ENTRY_POINT_GROUP = "lightning_prd.families"
@@ -52,11 +52,6 @@ def load_entry_points() -> List[str]:
             continue
         called.append(point.name)
     return called
-
-
-def record_families() -> List[Family]:
-    """The families that have a flag of their own: every registered family the engine does not wire itself."""
-    return [family for family in families() if not family.engine]
 
 
 def _help(family: Family) -> str:

@@ -11,7 +11,7 @@ from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.families import families, get_family
+from lightning_prd.functional.engine.families import families, get_family, record_families
 from lightning_prd.functional.engine.inputs import check_int, same_features
 from lightning_prd.functional.engine.plan import plan_of
 from lightning_prd.functional.engine.sets import FeatureSets
@@ -182,7 +182,8 @@ class GenerativeMetrics(FeatureMetric):
     ) -> None:
         values = {name: value for name, value in locals().items() if name in _OPTIONS}
         check_renamed(kwargs)
-        switches = {name: kwargs.pop(name) for name in list(kwargs) if name in _family_names()}
+        names = {family.name for family in record_families()}
+        switches = {name: kwargs.pop(name) for name in list(kwargs) if name in names}
         self.closest_pairs = check_int(closest_pairs, "closest_pairs", minimum=0)
         self.protocol: Optional[str] = None
         if protocol is not None:
@@ -383,11 +384,6 @@ class GenerativeMetrics(FeatureMetric):
             self._vendi_real = None
             self._real_statistics = None
         super().reset()
-
-
-def _family_names() -> List[str]:
-    """The switches of the registry's families computed through their record (``rarity``, user families)."""
-    return [family.name for family in families() if not family.engine]
 
 
 #: the keywords GenerativeMetrics shares with generative_metrics (the same names and defaults)

@@ -46,7 +46,7 @@ __all__ = [
     "unregister_family",
     "get_family",
     "families",
-    "user_families",
+    "record_families",
     "registered_options",
     "directions",
 ]
@@ -181,15 +181,17 @@ def families() -> List[Family]:
     return [f for f in _REGISTRY.values() if f.engine] + [f for f in _REGISTRY.values() if not f.engine]
 
 
-def user_families() -> List[Family]:
-    """The families registered from user code (and entry points), in registration order."""
-    return [f for f in families() if not f.builtin]
+def record_families() -> List[Family]:
+    """The families computed through their record (``compute`` or ``pass_asks`` / ``from_pass``: the rarity
+    score, user families), not wired by the engine: each is a keyword switch of its own, in registration
+    order."""
+    return [f for f in families() if not f.engine]
 
 
 def registered_options(switches: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     """The checked options of the switched-on families computed through their record (not ``engine``), by
     name, in registration order; a name that is no such family raises naming the registered ones."""
-    order = [f.name for f in families() if not f.engine]
+    order = [f.name for f in record_families()]
     unknown = sorted(set(switches) - set(order))
     if unknown:
         raise ValueError(
