@@ -149,13 +149,9 @@ def metric_with(p: Optional[Protocol], metric: Any) -> Any:
             check_against_protocol(p, "metric.protocol", get_protocol(own).name, p.name)
         return {**metric, "protocol": p}
     fixed = metric_arguments(p)
-    for attr, key in (
-        ("k_precision_recall", "k_precision_recall"),
-        ("k_density_coverage", "k_density_coverage"),
-        ("ball", "ball"),
-    ):
-        if fixed.get(key) is not None and hasattr(metric, attr):
-            check_against_protocol(p, f"metric.{key}", getattr(metric, attr), fixed[key])
+    for key in ("k_precision_recall", "k_density_coverage", "ball"):  # the Metric's attribute of each option
+        if fixed.get(key) is not None and hasattr(metric, key):
+            check_against_protocol(p, f"metric.{key}", getattr(metric, key), fixed[key])
     return metric
 
 

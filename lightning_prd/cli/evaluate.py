@@ -332,18 +332,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     warn_if_short(protocol, real, "--real", args)
     real.extras.pop("logits", None)  # the Inception Score is the generated set's
     only = args.only == "frechet"
-    knn = (
-        []
-        if only
-        else [
-            (f, k)
-            for f, k in (
-                ("--k-precision-recall", args.k_precision_recall),
-                ("--k-density-coverage", args.k_density_coverage),
-            )
-            if k is not None
-        ]
-    )
+    ks = (("--k-precision-recall", args.k_precision_recall), ("--k-density-coverage", args.k_density_coverage))
+    knn = [] if only else [(flag, k) for flag, k in ks if k is not None]
     need = "a covariance" if only else "k-NN radii"
     if real.statistics is None:
         check_sizes(real, "--real", knn, args, need=need)

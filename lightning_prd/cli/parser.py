@@ -65,11 +65,11 @@ inputs:
   line on stderr; usage errors (an unknown flag is named): status 2.
 
 scores (the table, and --json):
-  precision, recall (k = --k-precision-recall)  Kynkäänniemi et al. 2019
-  density, coverage (k = --k-density-coverage)  Naeem et al. 2020
+  precision, recall               Kynkäänniemi et al. 2019 (k = --k-precision-recall)
+  density, coverage               Naeem et al. 2020 (k = --k-density-coverage)
   f_beta, f_inv_beta              max F_8 / F_1/8 of the PRD curve, Sajjadi et al. 2018
   alpha_precision, beta_recall,   integrated alpha/beta curves and authenticity,
-  authenticity                    Alaa et al. 2022 (k = --k-density-coverage, so beta = 1 is coverage)
+  authenticity                    Alaa et al. 2022 (k = --k-density-coverage: beta = 1 is coverage)
   frechet_distance                the FID formula on these features
   clipped_density, clipped_coverage  with --clipped: Salvy et al. 2026 (k = 5), bounded in [0, 1]
   sym_precision, sym_recall       with --symmetric: Khayatkhoei & AbdAlmageed 2023 (k = 5)
