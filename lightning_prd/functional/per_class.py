@@ -286,10 +286,10 @@ def per_class_metrics(
 
 
 def _fits(family: Any, options: Dict[str, Any], n_r: int, n_f: int) -> bool:
-    """Whether a class of ``n_r`` real and ``n_f`` generated rows is large enough for the family."""
-    need_real = family.min_real(options) if family.min_real is not None else 1
-    need_fake = family.min_fake(options) if family.min_fake is not None else 1
-    return n_r >= need_real and n_f >= need_fake
+    """Whether a class of ``n_r`` real and ``n_f`` generated rows (at least one of each) is large enough for
+    the family."""
+    need_real, need_fake = family.fewest(options)
+    return n_r >= max(1, need_real) and n_f >= max(1, need_fake)
 
 
 def per_class_scalars(

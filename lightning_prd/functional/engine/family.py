@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 Direction = Union[str, float]
 
@@ -78,6 +78,13 @@ class Family:
     def direction(self, key: str) -> Direction:
         """The direction of output ``key``."""
         return self.outputs[key]
+
+    def fewest(self, options: Dict[str, Any]) -> Tuple[int, int]:
+        """The fewest real and generated samples the family needs with ``options`` (0 where it sets none)."""
+        return (
+            self.min_real(options) if self.min_real is not None else 0,
+            self.min_fake(options) if self.min_fake is not None else 0,
+        )
 
     def options(self, value: Any) -> Optional[Dict[str, Any]]:
         """The checked options of a switch: ``False``/``None`` -> None (off), ``True`` -> the defaults, a dict

@@ -314,10 +314,10 @@ def check_sizes(plan: Plan, real: Tensor, fake: Tensor) -> None:
     if plan.cmmd is not None:
         check_cmmd_sizes(real.shape[0], fake.shape[0], plan.cmmd["unbiased"])
     for family, options in plan.registered():
-        for need, points, role in ((family.min_real, real, "real"), (family.min_fake, fake, "fake")):
-            if need is not None and points.shape[0] < need(options):
+        for need, points, role in zip(family.fewest(options), (real, fake), ("real", "fake")):
+            if points.shape[0] < need:
                 raise ValueError(
-                    f"Expected argument `{role}` to hold at least {need(options)} samples for `{family.name}` "
+                    f"Expected argument `{role}` to hold at least {need} samples for `{family.name}` "
                     f"(options {options}), but got {points.shape[0]}"
                 )
 
