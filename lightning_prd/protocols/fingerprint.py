@@ -32,7 +32,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 from lightning_prd.features.base import describe_extractor, json_value
-from lightning_prd.functional.engine.vocabulary import FINGERPRINT_RENAMED, current_keys
+from lightning_prd.functional.engine.vocabulary import FINGERPRINT_RENAMED, check_renamed, current_keys
 from lightning_prd.protocols.table import get_protocol
 
 FINGERPRINT_KEYS = (
@@ -91,9 +91,7 @@ def fingerprint(
         k_density_coverage: k of density/coverage, when those ran.
         dtype: the compute dtype (``torch.dtype`` or its name); None: the extractor's parameter dtype.
     """
-    for old, new in FINGERPRINT_RENAMED.items():
-        if old in unknown:
-            raise ValueError(f"Expected argument `{new}`, but got `{old}`: the option is spelled `{new}`")
+    check_renamed(unknown, FINGERPRINT_RENAMED)
     if unknown:
         raise TypeError(f"fingerprint() got unexpected keyword arguments {sorted(unknown)}")
     p = get_protocol(protocol) if protocol is not None else None

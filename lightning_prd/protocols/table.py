@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from lightning_prd.functional.engine.vocabulary import FINGERPRINT_RENAMED, check_renamed
+
 #: guided-diffusion's evaluation table, from one Inception pass
 FID_SCORES = ("frechet_distance", "sfid", "inception_score", "inception_score_std", "precision", "recall")
 FID_FILES = ("pt_inception-2015-12-05-6726825d.pth", "weights-inception-2015-12-05-6726825d.pth")
@@ -309,10 +311,7 @@ _dataclass_init = Protocol.__init__
 
 
 def _init(self: Protocol, *args: Any, **kwargs: Any) -> None:
-    if "k" in kwargs:  # the field's name before the options had one name on every surface
-        raise ValueError(
-            "Expected argument `k_precision_recall`, but got `k`: the option is spelled `k_precision_recall`"
-        )
+    check_renamed(kwargs, FINGERPRINT_RENAMED)  # the field's name before the options had one name on every surface
     _dataclass_init(self, *args, **kwargs)
 
 

@@ -83,9 +83,10 @@ PRESETS: Dict[str, Dict[str, Any]] = {
 }
 
 
-def check_renamed(options: Mapping[str, Any]) -> None:
-    """``ValueError`` in one line when an option is spelled by its old name (:data:`RENAMED`)."""
-    for old, new in RENAMED.items():
+def check_renamed(options: Mapping[str, Any], renamed: Optional[Mapping[str, str]] = None) -> None:
+    """``ValueError`` in one line when an option is spelled by its old name (``renamed``: old -> new,
+    :data:`RENAMED` by default; the protocol's and the fingerprint's field ``k`` is :data:`FINGERPRINT_RENAMED`)."""
+    for old, new in (RENAMED if renamed is None else renamed).items():
         if old in options:
             raise ValueError(
                 f"Expected argument `{new}`, but got `{old}`: the option is spelled `{new}` on every surface"
