@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -253,10 +254,15 @@ def test_clip_weights_are_required_and_exclusive(tmp_path):
         CLIPFeatures(random_init=True, resize="squash")
 
 
-@pytest.mark.skipif(HAS_OPEN_CLIP, reason="open_clip is installed")
-def test_clip_without_open_clip_says_what_to_install():
-    with pytest.raises(ImportError, match="pip install open_clip_torch"):
+def test_clip_without_open_clip_says_what_to_install(monkeypatch):
+    """open_clip needs torchvision: the one built for the installed torch comes first, so pip keeps that torch."""
+    monkeypatch.setitem(sys.modules, "open_clip", None)
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    with pytest.raises(ImportError) as info:
         CLIPFeatures(random_init=True)
+    message = str(info.value)
+    want = "torchvision==0.28.0 --index-url https://download.pytorch.org/whl/cpu && pip install open_clip_torch"
+    assert want in message and "\n" not in message
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ CMMD, ``open_clip_model.safetensors`` (or ``open_clip_pytorch_model.bin``) of th
 repository ``timm/vit_large_patch14_clip_336.openai`` (open_clip's copy of OpenAI's
 ``ViT-L-14-336px.pt``, whose TorchScript archive is not loaded). ``pretrained=TAG`` (e.g.
 ``"openai"``) takes that tag's file from the local Hugging Face cache (``huggingface_hub`` needed).
-Needs the ``open_clip_torch`` package (and torchvision, which it imports).
+Needs the ``open_clip_torch`` package and torchvision, which it imports (the release built for the
+installed torch: :mod:`~lightning_prd.features.install_hint`).
 
 Example (needs open_clip):
     >>> import torch
@@ -67,6 +68,7 @@ from lightning_prd.features.dino_clip import (
     shorter_side,
 )
 from lightning_prd.features.images import ImageExtractor, file_sha256, seeded
+from lightning_prd.features.install_hint import torchvision_install_command
 from lightning_prd.features.resize import uint8_images
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -84,7 +86,9 @@ def _require_open_clip() -> Any:
         import open_clip
     except ImportError as err:
         raise ImportError(
-            "The CLIP extractor needs open_clip, which is not installed: pip install open_clip_torch"
+            f"The CLIP extractor needs open_clip, which is not installed: {torchvision_install_command()} && "
+            "pip install open_clip_torch (open_clip needs torchvision: the one built for the installed torch first, "
+            "or pip replaces that torch with the newest one)"
         ) from err
     return open_clip
 
