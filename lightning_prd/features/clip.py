@@ -120,7 +120,7 @@ def _cached_tag_file(arch: str, tag: str) -> Path:
     )
 
 
-def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) -> Optional[Path]:
+def _check_one_source(weights: Any, pretrained: Any, random_init: Any) -> None:
     if not isinstance(random_init, bool):
         raise ValueError(f"Expected argument `random_init` to be a bool, but got {random_init!r}")
     given = [n for n, v in (("weights", weights), ("pretrained", pretrained), ("random_init", random_init)) if v]
@@ -128,6 +128,10 @@ def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) ->
         raise ValueError(
             f"Expected one of `weights`, `pretrained` and `random_init` for CLIP, but got {' and '.join(given)}"
         )
+
+
+def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) -> Optional[Path]:
+    _check_one_source(weights, pretrained, random_init)
     if random_init:
         return None
     if pretrained is not None:
@@ -193,8 +197,9 @@ class CLIPFeatures(ImageExtractor):
             raise ValueError(f"Expected argument `normalize` to be a bool, but got {normalize!r}")
         if not isinstance(arch, str) or not arch:
             raise ValueError(f"Expected argument `arch` to be an open_clip model name, but got {arch!r}")
+        _check_one_source(weights, pretrained, random_init)
+        open_clip = _require_open_clip()  # what to install comes before which weights to fetch
         path = _weights_file(arch, weights, pretrained, random_init)
-        open_clip = _require_open_clip()
         with seeded(seed):
             model = open_clip.create_model(arch, pretrained=None if path is None else str(path))
         visual = model.visual  # the image tower: encode_image(x) == visual(x) before normalisation
