@@ -42,11 +42,14 @@ from lightning_prd.protocols import Protocol
 SampleFn = Callable[[Any, int], Tensor]
 
 
-def logged_step(trainer: Any) -> int:
-    """The step Lightning logs its own metrics at (``fit_loop.epoch_loop._batches_that_stepped``; the global
-    step when one optimizer steps per batch): every logger gets an evaluation at it."""
-    loop = getattr(trainer.fit_loop, "epoch_loop", None)
-    return int(getattr(loop, "_batches_that_stepped", trainer.global_step))
+def logged_step(trainer: Any, epoch_ended: bool) -> int:
+    """The step Lightning logs an epoch's metrics (``train_loss_epoch``, ``val_loss``) at: that of the epoch's last
+    training batch, its count of batches trained (``fit_loop.epoch_loop._batches_that_stepped``, the global step
+    when one optimizer steps per batch) less one after the epoch (``epoch_ended``; in validation the last batch is
+    not counted yet). Every logger gets an evaluation at it."""
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    stepped = int(getattr(loop, "_batches_that_stepped", trainer.global_step))
+    return max(stepped - 1, 0) if epoch_ended else stepped
 
 
 class PRDCallbackCore(RealSide):
@@ -162,7 +165,7 @@ class PRDCallbackCore(RealSide):
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if fitting(trainer) and validation_ends_epoch(trainer) and self._due(trainer.current_epoch):
-            self._evaluate(trainer, pl_module, trainer.current_epoch)
+            self._evaluate(trainer, pl_module, trainer.current_epoch, in_validation=True)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if not fitting(trainer):
@@ -200,13 +203,15 @@ class PRDCallbackCore(RealSide):
         """The fit ends (or ended) with weights that no evaluation has seen."""
         return self.evaluate_on_train_end and fitting(trainer) and self._scored_step != int(trainer.global_step)
 
-    def _evaluate(self, trainer: Any, pl_module: Any, epoch: int, final: bool = False) -> None:
+    def _evaluate(
+        self, trainer: Any, pl_module: Any, epoch: int, final: bool = False, in_validation: bool = False
+    ) -> None:
         """Score the module and publish the scores; the global RNG of every generator is restored after
         (:mod:`~lightning_prd.callback.rng`: seeded streams for the real side, the samples, ``compute``)."""
         with preserved_rng(pl_module.device):
             result = self._score(trainer, pl_module)
             self._scored_step = int(trainer.global_step)
-            self._publish(trainer, result, epoch, final)
+            self._publish(trainer, result, epoch, final, logged_step(trainer, epoch_ended=not in_validation))
 
     def _score(self, trainer: Any, pl_module: Any) -> Mapping[str, Any]:
         device = pl_module.device
@@ -256,8 +261,9 @@ class PRDCallbackCore(RealSide):
         return result
 
     def _publish(
-        self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False
+        self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False, step: int = 0
     ) -> None:
+        """Record one evaluation of ``epoch`` and, on global rank 0, log it at ``step`` (:func:`logged_step`)."""
         epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if is_scalar(v)}
@@ -272,7 +278,7 @@ class PRDCallbackCore(RealSide):
             for adapter in self._adapters:
                 adapter.restore(self.prd_curves, self.history)
                 if self.fingerprint is not None:  # once per fit and logger
-                    adapter.log_fingerprint(self.fingerprint, epoch, logged_step(trainer))
+                    adapter.log_fingerprint(self.fingerprint, epoch, step)
         self.history.append({"epoch": epoch, **scalars, **({"final": True} if final else {})})
         if all(k in curves for k in PRD_KEYS):
             self.prd_curves.append(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
@@ -280,9 +286,9 @@ class PRDCallbackCore(RealSide):
         root = trainer.strategy.root_device
         trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
         if trainer.is_global_zero:
-            self._log(prefixed, curves, epoch, logged_step(trainer))
+            self._log(prefixed, curves, epoch, step)
             if self.log_images or self.log_closest_pairs:
-                self._log_samples(trainer, epoch, logged_step(trainer))
+                self._log_samples(trainer, epoch, step)
 
     def _take_fingerprint(self, device: torch.device, rank: int, dtype: Optional[torch.dtype]) -> None:
         """:attr:`fingerprint`, with the real rows of every rank (a statistics file: its sample count)."""
