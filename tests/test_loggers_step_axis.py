@@ -16,10 +16,11 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 from test_loggers import CurveMetric, FakeRun, MemoryLogger, fake_wandb  # noqa: F401 - a fixture
-from tiny_modules import GaussianSampling, TinyTraining, Validating
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.runs.reader import load_runs
+
+from tiny_modules import GaussianSampling, TinyTraining, Validating
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"

@@ -18,9 +18,10 @@ import torch
 import yaml
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 from test_loggers import _wait_for_exit_record
-from tiny_modules import GaussianSampling, TinyTraining
 
 from lightning_prd.callback import PRDCallback
+
+from tiny_modules import GaussianSampling, TinyTraining
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"

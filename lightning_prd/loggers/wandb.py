@@ -2,9 +2,10 @@
 
 What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix):
 
-* ``P<score>`` scalars plus ``Pepoch`` and ``trainer/global_step`` (the step Lightning logs its own metrics
-  at, the x-axis ``WandbLogger`` gives them: a chart's x-axis can be switched to it); every key is declared with ``define_metric(key,
-  step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and run tables show
+* ``P<score>`` scalars plus ``Pepoch`` and ``trainer/global_step`` (the step Lightning logs the epoch's own
+  metrics at, the x-axis ``WandbLogger`` gives them: a chart's x-axis can be switched to it); every key is
+  declared with ``define_metric(key, step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and
+  run tables show
   the best value in the sense of :mod:`lightning_prd.runs.scores` (``max``; ``min`` for
   ``frechet_distance``; for ``density``, where 1 is ideal, the adapter writes the value closest
   to 1 so far into the run summary itself, as W&B has no such summary);
