@@ -41,8 +41,9 @@ import numpy as np
 
 from lightning_prd.loggers.base import PER_CLASS, LoggerAdapter, build_figures, has_prd, per_class_parts
 from lightning_prd.loggers.tensorboard_hparams import rewrite_hparams_file, write_session
+from lightning_prd.runs.epochs import EPOCH
 from lightning_prd.runs.plotting import downsample, how_to_read
-from lightning_prd.runs.reader import EPOCH, fingerprint_text
+from lightning_prd.runs.reader import fingerprint_text
 from lightning_prd.runs.scores import DIRECTIONS
 
 #: the PR-curve plugin's largest number of points

@@ -4,9 +4,8 @@ A *run* is a directory holding TensorBoard event files (``events.out.tfevents.*`
 TensorBoard's own ``EventAccumulator``) or a ``CSVLogger``'s ``metrics.csv`` (read with Python's
 ``csv`` module); a directory holding both is read from its event files. Every scalar whose tag
 starts with the prefix (default ``prd/``) is a score; its values are taken per epoch. The callback
-logs to TensorBoard at Lightning's step, with the scalar ``<prefix>epoch`` written first at that step:
-a score's epoch is the last ``<prefix>epoch`` at its step written before it (a run without
-``<prefix>epoch`` scalars has the epoch as step); a CSV row's epoch is its ``epoch`` column.
+logs to TensorBoard at Lightning's step with the scalar ``<prefix>epoch`` beside the scores, which
+gives each score's epoch (:mod:`lightning_prd.runs.epochs`); a CSV row's epoch is its ``epoch`` column.
 An epoch logged twice (a resumed run) keeps its last value. ``<score>_std`` error bars are left out.
 
 Every event file is checked whole first (:mod:`lightning_prd.runs.records`: the framing and the
@@ -54,13 +53,12 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 from lightning_prd.functional.engine.vocabulary import current_keys
+from lightning_prd.runs.epochs import scores_per_epoch
 from lightning_prd.runs.records import find_damage
 from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
 
 #: the name (after the prefix) of the TensorBoard text summary, and of the CSV run's file, of the fingerprint
 FINGERPRINT = "fingerprint"
-#: the name (after the prefix) of the TensorBoard scalar of the epoch evaluated at a step
-EPOCH = "epoch"
 #: the prefix whose files sit directly in a run's ``log_dir``
 DEFAULT_PREFIX = "prd/"
 
@@ -268,34 +266,7 @@ def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float
             f"{_undecodable(path)}: not a TensorBoard event file (a record is not an event: {err})"
         ) from err
     tags = list(acc.Tags().get("scalars", []))
-    marks = _epoch_marks(acc, prefix + EPOCH) if prefix + EPOCH in tags else None
-    scores: Dict[str, Dict[int, float]] = {}
-    for tag in tags:
-        if tag.startswith(prefix) and tag != prefix + EPOCH:
-            per_epoch = scores.setdefault(tag[len(prefix) :], {})
-            for event in acc.Scalars(tag):  # in file order: a re-logged epoch keeps its last value
-                epoch = int(event.step) if marks is None else _epoch_at(marks, event)
-                if epoch is not None:
-                    per_epoch[epoch] = float(event.value)
-    return scores, tags, _tensorboard_fingerprints(acc, prefix)
-
-
-def _epoch_marks(acc: Any, tag: str) -> Dict[int, List[Tuple[float, int]]]:
-    """Per step: the ``(wall time, epoch)`` of each ``<prefix>epoch`` scalar written at it, in file order."""
-    marks: Dict[int, List[Tuple[float, int]]] = {}
-    for event in acc.Scalars(tag):
-        marks.setdefault(int(event.step), []).append((float(event.wall_time), int(round(event.value))))
-    return marks
-
-
-def _epoch_at(marks: Dict[int, List[Tuple[float, int]]], event: Any) -> Optional[int]:
-    """The epoch of a score ``event``: the last mark at its step written before it (the first mark if none
-    was: a clock set back); None without a mark at its step (a scalar the callback did not log)."""
-    at_step = marks.get(int(event.step))
-    if not at_step:
-        return None
-    before = [epoch for wall_time, epoch in at_step if wall_time <= event.wall_time]
-    return before[-1] if before else at_step[0][1]
+    return scores_per_epoch(acc, tags, prefix), tags, _tensorboard_fingerprints(acc, prefix)
 
 
 def _tensorboard_fingerprints(acc: Any, prefix: str) -> Fingerprints:
