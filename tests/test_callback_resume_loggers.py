@@ -29,6 +29,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from test_callback import REAL, Tiny, trainer
 
 from lightning_prd.callback import PRDCallback
+from lightning_prd.runs.reader import load_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -231,6 +232,9 @@ def test_sigkilled_run_resumed_from_its_last_checkpoint(tmp_path, monkeypatch, s
     assert [v for _, v in events["prd/epoch"]] == [0, 1, 2, 3, 3, 4]  # raw: epoch 3 twice on disk, at one step
     assert [s for s, _ in events["prd/coverage"]] == [s for s, _ in events["prd/epoch"]]
     _check_same_as_straight(straight, cb, events, _wandb_table(wb), raw_once=False)
+    (run,) = load_runs([tb.log_dir])  # lightning-prd runs: each epoch once, the resumed run's value
+    assert [e for e, _ in run.scores["coverage"]] == list(range(EPOCHS))
+    assert [v for _, v in run.scores["coverage"]] == pytest.approx([h["coverage"] for h in cb.history], rel=1e-6)
 
 
 def test_checkpoint_state_is_compact(tmp_path):
