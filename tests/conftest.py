@@ -35,6 +35,15 @@ def torchvision_importable(monkeypatch):
 
 
 @pytest.fixture
+def open_clip_importable(monkeypatch):
+    """``import open_clip`` succeeds: the installed one, else an empty stand-in (the checks before the network)."""
+    try:
+        import open_clip  # noqa: F401
+    except ImportError:
+        monkeypatch.setitem(sys.modules, "open_clip", types.ModuleType("open_clip"))
+
+
+@pytest.fixture
 def torchvision_missing(monkeypatch):
     """``import torchvision`` raises ImportError, whether or not it is installed."""
     monkeypatch.setitem(sys.modules, "torchvision", None)

@@ -244,13 +244,6 @@ def test_clip_cmmd_preprocessing_equals_the_cmmd_code(h, w):
     assert float((got - want).abs().max()) <= 1e-6 * float(want.max() - want.min())
 
 
-@pytest.fixture
-def open_clip_importable(monkeypatch):
-    """``import open_clip`` succeeds: the installed one, else an empty stand-in (the checks before the network)."""
-    if not HAS_OPEN_CLIP:
-        monkeypatch.setitem(sys.modules, "open_clip", types.ModuleType("open_clip"))
-
-
 def test_clip_weights_are_required_and_exclusive(tmp_path, open_clip_importable):
     with pytest.raises(FileNotFoundError, match="timm/vit_large_patch14_clip_336.openai"):
         CLIPFeatures()
@@ -360,7 +353,6 @@ TINY_CLIP = {  # a tiny open_clip configuration (registered for the test): fast 
 @needs_open_clip
 def test_clip_weights_file_loads_with_its_sha256_and_tags_come_from_the_cache(tmp_path, monkeypatch):
     import sys
-    import types
 
     import open_clip
 

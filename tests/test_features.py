@@ -323,7 +323,7 @@ def test_dinov2_from_a_local_hub_repo(tmp_path, empty_hub):
     torch.testing.assert_close(loaded(images), net(images))
 
 
-def test_clip_errors_and_wiring(monkeypatch, tmp_path):
+def test_clip_errors_and_wiring(monkeypatch, tmp_path, open_clip_importable):
     with pytest.raises(FileNotFoundError, match="open_clip_model.safetensors"):  # the default arch's file (CMMD's)
         get_extractor("clip")
     with pytest.raises(ValueError, match="one of"):
