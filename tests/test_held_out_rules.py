@@ -59,6 +59,11 @@ def test_the_same_features_in_another_layout_are_refused(tmp_path):
     _refused(path, str(tmp_path / "feats.npz"), "the same features")
 
 
+def test_a_tensor_of_the_features_in_a_file_is_refused_without_an_extractor(tmp_path):
+    path = _npy(tmp_path / "real.npy", FEATS)
+    _refused(path, torch.from_numpy(FEATS), "the same")  # no extractor: the samples are the features
+
+
 def test_the_same_tensor_loader_or_split_is_refused():
     real = torch.from_numpy(FEATS)
     _refused(real, real, "the same object")
@@ -72,7 +77,8 @@ def test_the_same_tensor_loader_or_split_is_refused():
 def test_setting_real_to_the_test_set_later_is_refused_too(tmp_path):
     real, test = _npy(tmp_path / "real.npy", FEATS), _npy(tmp_path / "test.npy", OTHER)
     cb = _callback(real, test)
-    with pytest.raises(ValueError, match="held-out"):
+    with pytest.raises(ValueError, match="held-out"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "do not say which network"
         cb.real = test
     assert cb.real == real  # the refused value is not kept
 

@@ -77,7 +77,7 @@ class RealSide:
             check_statistics_serve(source, self.metric, self.log_images, getattr(self, "log_closest_pairs", 0))
         check_network(source, self._extractor_name, self.feature_extractor)
         if self._test_source is not None:
-            check_held_out(value, source, self._test, self._test_source)
+            check_held_out(value, source, self._test, self._test_source, self.feature_extractor is None)
         self._real, self._source = value, source
 
     @property
@@ -97,7 +97,7 @@ class RealSide:
                 f"({source.reference.source if source.reference else 'a file'}) holds only a mean and covariance"
             )
         check_network(source, self._extractor_name, self.feature_extractor, name="test")
-        check_held_out(self._real, self._source, value, source)
+        check_held_out(self._real, self._source, value, source, self.feature_extractor is None)
         self._test, self._test_source = value, source
 
     def _set_real_labels(self, value: Any) -> None:

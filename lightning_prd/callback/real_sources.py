@@ -262,10 +262,13 @@ def _warn(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=5)  # the caller of PRDCallback(...)
 
 
-def check_held_out(real: Any, real_source: RealSource, test: Any, test_source: RealSource) -> None:
+def check_held_out(
+    real: Any, real_source: RealSource, test: Any, test_source: RealSource, identity: bool = False
+) -> None:
     """``ValueError`` when the held-out ``test`` is the training set ``real`` itself: the same object, the same
     datamodule split, the same file or folder (by its resolved identity, as :func:`os.path.samefile`), a file
-    of the same bytes, equal tensors, or a features file holding ``real``'s very features. A held-out set must
+    of the same bytes, equal tensors, or a features file holding ``real``'s very features (also against a
+    tensor of samples when ``identity``: no ``feature_extractor``, samples are features). A held-out set must
     be real samples the model was not trained on; ``real`` itself would score as no memorisation."""
     same = ""
     if real_source.kind == "datamodule" or test_source.kind == "datamodule":
@@ -279,7 +282,8 @@ def check_held_out(real: Any, real_source: RealSource, test: Any, test_source: R
         same = "the same object"
     elif isinstance(real, DataLoader) and isinstance(test, DataLoader) and test.dataset is real.dataset:
         same = "a loader of the same dataset"
-    if not same and real_source.embedded == test_source.embedded and _equal_rows(real_source.rows, test_source.rows):
+    comparable = identity or real_source.embedded == test_source.embedded
+    if not same and comparable and _equal_rows(real_source.rows, test_source.rows):
         same = "the same samples" if real_source.embedded else "the same features"
     if same:
         shown = f"{test_source.path} and {real_source.path}" if test_source.path else type(test).__name__

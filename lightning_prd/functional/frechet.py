@@ -54,14 +54,15 @@ def covariance_defect(cov: Tensor) -> Optional[str]:
             f"is not symmetric: entries [i, j] and [j, i] differ by up to {gap:.3g}, beyond the rounding tolerance "
             f"{COVARIANCE_TOLERANCE * largest:.3g} ({COVARIANCE_TOLERANCE:g} of its largest entry)"
         )
-    sym = (cov + cov.T) / 2
-    floor = COVARIANCE_TOLERANCE * float(sym.diagonal().abs().sum())
-    shifted = sym + floor * torch.eye(sym.shape[0], dtype=sym.dtype, device=sym.device)
+    unit = (cov + cov.T) / (2 * largest)  # entries within [-1, 1]: no overflow in the factorisation
+    floor = COVARIANCE_TOLERANCE * float(unit.diagonal().abs().sum())
+    shifted = unit + floor * torch.eye(unit.shape[0], dtype=unit.dtype, device=unit.device)
     if floor > 0 and int(torch.linalg.cholesky_ex(shifted)[1]) == 0:  # every eigenvalue above -floor
         return None
-    low = float(torch.linalg.eigvalsh(sym)[0])
+    low = float(torch.linalg.eigvalsh(unit)[0])
     if low >= -floor:  # (Cholesky's own rounding at the boundary)
         return None
+    low, floor = low * largest, floor * largest
     return (
         f"has the eigenvalue {low:.3g}, below {-floor:.3g} ({COVARIANCE_TOLERANCE:g} of its trace, the rounding "
         "tolerance): no covariance"
