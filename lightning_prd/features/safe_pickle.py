@@ -19,8 +19,16 @@ module loads exactly that:
   :class:`FeatureStatsState`, a stand-in that records the pickled fields and nothing else.
   Any other global raises :class:`RefusedGlobal` before it is looked up, so nothing is imported
   or called; persistent ids are refused too.
-* :func:`load_torch` is ``torch.load(weights_only=True)`` with the same NumPy globals allowed, so
-  a ``torch.save`` of NumPy arrays (torch-fidelity's statistics cache) loads and nothing else does.
+* Each allowed global is a stand-in that takes only the arguments NumPy's and Python's own pickles
+  pass (:mod:`lightning_prd.features._pickle_calls`): ``bytearray`` copies bytes, never allocates a
+  size; ``numpy.ndarray`` is never called, so every array holds the file's bytes; what the calls
+  copy is bounded by the file's size. Anything else raises :class:`RefusedCall` naming the global.
+  :func:`load_pickle` also checks the lengths the pickle declares against the bytes it holds
+  before CPython's unpickler allocates them (:func:`check_lengths`). Reading a file thus costs
+  memory in proportion to its size.
+* :func:`load_torch` is ``torch.load(weights_only=True)`` with the same NumPy stand-ins allowed, so
+  a ``torch.save`` of NumPy arrays (torch-fidelity's statistics cache) loads and nothing else does;
+  ``builtins.bytearray``, which torch's loader would call with any size, is refused.
 
 Example:
     >>> import io, pickle
@@ -30,32 +38,32 @@ Example:
     >>> class Hostile:
     ...     def __reduce__(self):
     ...         return (print, ("this never runs",))
-    >>> DataUnpickler(io.BytesIO(pickle.dumps(Hostile()))).load()
-    Traceback (most recent call last):
-    ...
-    lightning_prd.features.safe_pickle.RefusedGlobal: builtins.print
+    >>> class Allocates:
+    ...     def __reduce__(self):
+    ...         return (bytearray, (10**9,))
+    >>> for payload in (Hostile(), Allocates()):
+    ...     try:
+    ...         DataUnpickler(io.BytesIO(pickle.dumps(payload))).load()
+    ...     except RefusedGlobal as err:
+    ...         print(type(err).__name__, err.qualname)
+    RefusedGlobal builtins.print
+    RefusedCall builtins.bytearray
 """
 
 from __future__ import annotations
 
-import collections
+import io
 import pickle
+import pickletools
 import re
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
 
-
-class RefusedGlobal(pickle.UnpicklingError):
-    """A pickle named a Python global that plain data does not need; its message is ``module.name``."""
-
-    def __init__(self, qualname: str) -> None:
-        super().__init__(qualname)
-        self.qualname = qualname
-
+from lightning_prd.features._pickle_calls import Budget, RefusedCall, RefusedGlobal, checked_globals
 
 class FeatureStatsState:
     """Stand-in for NVlabs' ``metrics.metric_utils.FeatureStats``: the pickled fields in :attr:`fields`.
@@ -73,82 +81,125 @@ class FeatureStatsState:
         self.fields = {str(k): v for k, v in state.items()}
 
 
-class _EasyDict(dict):
-    """NVlabs' ``dnnlib.EasyDict`` (a dict with attribute access) read as a plain dict."""
-
-
-def _numpy_globals() -> Dict[str, Any]:
-    """NumPy's pickling helpers under both of their import paths, taken from live objects (no import by name)."""
-    reconstruct = np.zeros(1).__reduce__()[0]
-    scalar = np.float64(0).__reduce__()[0]
-    frombuffer = np.zeros(1).__reduce_ex__(5)[0]  # protocol 5 stores an array's bytes as one buffer
-    out: Dict[str, Any] = {"numpy.ndarray": np.ndarray, "numpy.dtype": np.dtype}
-    for core in ("numpy.core", "numpy._core"):
-        out[f"{core}.multiarray._reconstruct"] = reconstruct
-        out[f"{core}.multiarray.scalar"] = scalar
-        out[f"{core}.numeric._frombuffer"] = frombuffer
-    return out
-
-
-def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
-    """``_codecs.encode`` as protocol-2 pickles use it for ``bytes`` (latin-1 text); no other codec."""
-    if encoding not in ("latin1", "latin-1") or not isinstance(text, str):
-        raise pickle.UnpicklingError(f"refused _codecs.encode with the codec {encoding!r}")
-    return text.encode("latin1")
-
-
-#: every global a pickle of plain data may name, ``"module.name"`` -> the object it resolves to
-ALLOWED_GLOBALS: Dict[str, Any] = {
-    **_numpy_globals(),
-    "_codecs.encode": _latin1_bytes,
-    "collections.OrderedDict": collections.OrderedDict,
-    **{f"{m}.{t.__name__}": t for m in ("builtins", "__builtin__") for t in (set, frozenset, bytearray, complex)},
-    "dnnlib.EasyDict": _EasyDict,
-    "dnnlib.util.EasyDict": _EasyDict,
-    "metrics.metric_utils.FeatureStats": FeatureStatsState,
-}
+#: every global a pickle of plain data may name; each resolves to a stand-in that checks its arguments
+#: (:func:`~lightning_prd.features._pickle_calls.checked_globals`)
+ALLOWED_GLOBALS = tuple(sorted(checked_globals(Budget(0), FeatureStatsState)))
 
 
 class DataUnpickler(pickle.Unpickler):
     """A :class:`pickle.Unpickler` that resolves only :data:`ALLOWED_GLOBALS` and no persistent ids.
 
     Anything else raises :class:`RefusedGlobal` (a :class:`pickle.UnpicklingError`) naming the
-    global; the global is neither imported nor called.
+    global; the global is neither imported nor called. An allowed global called with arguments plain
+    data never passes, or copying more than ``budget`` bytes in all, raises :class:`RefusedCall`.
     """
+
+    def __init__(self, file: Any, *, budget: Optional[Budget] = None) -> None:
+        super().__init__(file)
+        self._globals = checked_globals(budget or Budget(0), FeatureStatsState)
 
     def find_class(self, module: str, name: str) -> Any:
         qualname = f"{module}.{name}"
-        if qualname not in ALLOWED_GLOBALS:
+        if qualname not in self._globals:
             raise RefusedGlobal(qualname)
-        return ALLOWED_GLOBALS[qualname]
+        return self._globals[qualname]
 
     def persistent_load(self, pid: Any) -> Any:
         raise pickle.UnpicklingError("the pickle refers to objects stored outside it (a persistent id)")
 
 
+def check_lengths(data: bytes) -> None:
+    """Refuse a pickle whose opcodes declare more bytes than it holds, before an unpickler allocates them.
+
+    CPython's unpickler allocates a counted string or a frame at its declared length before it reads
+    it; :func:`pickletools.genops` reads each against what is left and fails on a short one.
+    """
+    try:
+        for opcode, arg, pos in pickletools.genops(data):
+            if opcode.name == "FRAME" and arg > len(data) - pos:
+                raise pickle.UnpicklingError(f"a frame declares {arg:,} bytes, but {len(data) - pos:,} remain")
+    except (ValueError, EOFError) as err:
+        raise pickle.UnpicklingError(f"pickle data was truncated or damaged ({one_line(err)})") from None
+
+
 def load_pickle(path: Path) -> Any:
-    """The plain data pickled in ``path`` (:class:`DataUnpickler`; raises what it raises)."""
-    with path.open("rb") as handle:
-        return DataUnpickler(handle).load()
+    """The plain data pickled in ``path`` (:class:`DataUnpickler`; raises what it raises).
+
+    The file is read whole (its size in memory) and :func:`check_lengths` checked before it is unpickled.
+    """
+    data = path.read_bytes()
+    check_lengths(data)
+    return DataUnpickler(io.BytesIO(data), budget=Budget(len(data))).load()
 
 
 #: the dtype kinds whose instances torch's weights-only unpickler must be told it may build
 _DTYPE_CODES = "?bBhHiIlLqQefdgFDGUS"
 
 
-def _torch_numpy_globals() -> List[Any]:
+def _torch_numpy_globals(budget: Budget) -> List[Any]:
+    numpy = {k: v for k, v in checked_globals(budget, FeatureStatsState).items() if k.startswith("numpy.")}
     dtype_types = list({type(np.dtype(code)) for code in _DTYPE_CODES})
-    return [(obj, qualname) for qualname, obj in _numpy_globals().items()] + dtype_types
+    # torch builds (``__setstate__``) only instances of allowed types: the arrays ``_reconstruct`` returns. A
+    # name with a newline is never read from a pickle's GLOBAL, so ``numpy.ndarray`` itself stays uncallable.
+    built = [(np.ndarray, "\nnumpy.ndarray as built by _reconstruct")]
+    return [(obj, qualname) for qualname, obj in numpy.items()] + dtype_types + built
+
+
+def _torch_pickles(path: Path) -> List[bytes]:
+    """The pickles of a ``torch.save`` file: ``data.pkl`` of a zip, the leading four of a legacy file."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            return [archive.read(n) for n in archive.namelist() if n.rpartition("/")[2] == "data.pkl"]
+    data, out, start = path.read_bytes(), [], 0
+    for _ in range(4):  # magic number, protocol, system info, the object
+        end = start
+        for opcode, _arg, pos in pickletools.genops(data[start:]):
+            end = start + pos + 1
+        out.append(data[start:end])
+        start = end
+    return out
+
+
+def refuse_torch_bytearray(path: Path) -> None:
+    """Refuse a ``torch.save`` file that names ``builtins.bytearray``, which torch's loader calls with any size.
+
+    torch's weights-only loader allows ``bytearray(n)``; tensors, arrays and statistics never need it.
+    Damaged files are left to ``torch.load`` to report.
+    """
+    try:
+        pickles = _torch_pickles(path)
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile, NotImplementedError):
+        return
+    for data in pickles:
+        try:
+            for opcode, arg, _pos in pickletools.genops(data):
+                if opcode.name == "GLOBAL" and str(arg).replace(" ", ".") in ("builtins.bytearray", "__builtin__.bytearray"):
+                    raise RefusedCall(
+                        str(arg).replace(" ", "."),
+                        "in a torch.save file: torch's loader would let it allocate any size, and tensors, arrays "
+                        "and statistics never need it",
+                    )
+        except (ValueError, EOFError):
+            return
 
 
 def load_torch(path: Path) -> Any:
     """``torch.load(path, map_location="cpu", weights_only=True)`` that also takes NumPy arrays and scalars.
 
     torch's weights-only unpickler refuses every other global with a :class:`pickle.UnpicklingError`
-    whose message names it (:func:`refused_in_torch_error` reads it back).
+    whose message names it (:func:`refused_in_torch_error` reads it back). NumPy's helpers are the
+    checking stand-ins of :class:`DataUnpickler`, and ``builtins.bytearray`` is refused
+    (:func:`refuse_torch_bytearray`); a refused call is raised as :class:`RefusedCall`.
     """
-    with torch.serialization.safe_globals(_torch_numpy_globals()):
-        return torch.load(path, map_location="cpu", weights_only=True)
+    refuse_torch_bytearray(path)
+    budget = Budget(path.stat().st_size)
+    try:
+        with torch.serialization.safe_globals(_torch_numpy_globals(budget)):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        if budget.refused is not None:
+            raise budget.refused from None
+        raise
 
 
 def refused_in_torch_error(err: BaseException) -> str:
