@@ -12,11 +12,12 @@ each allowed global is replaced by a stand-in that checks its arguments first an
   bytes fill the declared shape (``numeric._frombuffer``, protocol 5, views the file's bytes too).
 * ``builtins.bytearray`` copies bytes or latin-1 text, never allocates a size; ``set``,
   ``frozenset`` and ``collections.OrderedDict`` take a list, tuple, set or dict; ``numpy.dtype``
-  takes a type string; ``multiarray.scalar`` a dtype and its bytes.
+  takes a type string; ``multiarray.scalar`` a dtype and its bytes; ``builtins.bytes`` nothing
+  (protocols 0 to 2 write the empty ``bytes`` as that call).
 
-What the calls copy is charged to a :class:`Budget` the size of the file (plus a margin), so a pickle
-that names one large object many times through its memo cannot multiply it. Reading a file then costs
-memory in proportion to its size.
+A call copies each value of the file at most once (:class:`Copies`), so a pickle that names one large
+value many times through its memo cannot multiply it. Reading a file then costs memory in proportion
+to its size.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from typing import Any, Callable, Dict, NoReturn, Optional
 
 import numpy as np
 
-#: what a file may make the calls copy beyond its own size, in bytes (small pickles, short texts)
-MARGIN = 1 << 16
+#: a value this long or shorter may be copied more than once (CPython shares short strings and bytes)
+SMALL = 64
 
 _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 40
@@ -58,12 +59,16 @@ def arguments(args: tuple) -> str:
     return "(" + ", ".join(_short.repr(a) for a in args) + ")"
 
 
-class Budget:
-    """Bytes (or items) the calls of one pickle may still copy, and the first call refused (:meth:`refuse`)."""
+class Copies:
+    """What the calls of one pickle have copied, and the first call refused (:meth:`refuse`).
 
-    def __init__(self, file_size: int) -> None:
-        self.limit = 2 * file_size + MARGIN
-        self.left = self.limit
+    A pickle of plain data copies each of its values once: a value longer than :data:`SMALL` that a
+    second call would copy again (named twice through the memo) is refused, so the copies add up to
+    at most what the file holds.
+    """
+
+    def __init__(self) -> None:
+        self.copied: Dict[int, Any] = {}  # id -> the value, kept so that its id stays its own
         self.refused: Optional[RefusedCall] = None
 
     def refuse(self, qualname: str, why: str) -> NoReturn:
@@ -71,26 +76,29 @@ class Budget:
         self.refused = self.refused or RefusedCall(qualname, why)
         raise self.refused
 
-    def charge(self, qualname: str, amount: int) -> None:
-        self.left -= amount
-        if self.left < 0:
+    def copy(self, qualname: str, value: Any) -> None:
+        """Record that ``value`` is copied; refuse a second copy of a value longer than :data:`SMALL`."""
+        if len(value) <= SMALL:
+            return
+        if id(value) in self.copied:
             self.refuse(
                 qualname,
-                f"copies more than the file holds ({self.limit:,} bytes in all, twice the file's size plus "
-                f"{MARGIN:,}): a pickle of plain data copies each of its values once",
+                f"called again on the same {type(value).__name__} of length {len(value):,}: a pickle of plain data "
+                "copies each of its values once",
             )
+        self.copied[id(value)] = value
 
     def check(self, ok: bool, qualname: str, args: tuple, needs: str) -> None:
         if not ok:
             self.refuse(qualname, f"called with {arguments(args)}; it takes {needs} only")
 
 
-def _array_type(budget: Budget) -> type:
+def _array_type(copies: Copies) -> type:
     class NumpyArrayType:
         """``numpy.ndarray`` as a pickle names it: an argument of ``_reconstruct``, never called or instantiated."""
 
         def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-            budget.refuse(
+            copies.refuse(
                 "numpy.ndarray",
                 f"called with {arguments(args)}: an array of a plain-data pickle is built by NumPy's _reconstruct "
                 "and __setstate__ from the file's bytes, never allocated by its shape",
@@ -104,7 +112,8 @@ class EasyDict(dict):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if args or kwargs:
-            raise RefusedCall("dnnlib.EasyDict", f"called with {arguments(args)}: a pickled dict is filled item by item")
+            why = f"called with {arguments(args)}: a pickled dict is filled item by item"
+            raise RefusedCall("dnnlib.EasyDict", why)
         super().__init__()
 
 
@@ -112,11 +121,11 @@ def _is_bytes(value: Any) -> bool:
     return isinstance(value, (bytes, bytearray))
 
 
-def _reconstruct(qualname: str, real: Callable[..., Any], budget: Budget, array_type: type) -> Callable[..., Any]:
+def _reconstruct(qualname: str, real: Callable[..., Any], copies: Copies, array_type: type) -> Callable[..., Any]:
     def call(*args: Any) -> Any:
         shape = args[1] if len(args) == 3 else None
         empty = isinstance(shape, tuple) and all(type(n) is int and n >= 0 for n in shape) and math.prod(shape) == 0
-        budget.check(
+        copies.check(
             len(args) == 3 and args[0] is array_type and empty,
             qualname,
             args,
@@ -127,56 +136,69 @@ def _reconstruct(qualname: str, real: Callable[..., Any], budget: Budget, array_
     return call
 
 
-def _scalar(qualname: str, real: Callable[..., Any], budget: Budget) -> Callable[..., Any]:
+def _scalar(qualname: str, real: Callable[..., Any], copies: Copies) -> Callable[..., Any]:
     def call(*args: Any) -> Any:
         dtype = args[0] if args else None
         ok = isinstance(dtype, np.dtype) and len(args) == 2
         ok = ok and (dtype.hasobject or (_is_bytes(args[1]) and len(args[1]) == dtype.itemsize))  # type: ignore[union-attr]
-        budget.check(ok, qualname, args, "a dtype and the scalar's bytes")
-        budget.charge(qualname, dtype.itemsize)  # type: ignore[union-attr]
+        copies.check(ok, qualname, args, "a dtype and the scalar's bytes")
+        if not dtype.hasobject:  # type: ignore[union-attr]
+            copies.copy(qualname, args[1])
         return real(*args)
 
     return call
 
 
-def _dtype(qualname: str, budget: Budget) -> Callable[..., Any]:
+def _dtype(qualname: str, copies: Copies) -> Callable[..., Any]:
     def call(*args: Any) -> Any:
         ok = 1 <= len(args) <= 3 and isinstance(args[0], str) and len(args[0]) <= 64
-        budget.check(ok and all(isinstance(a, (bool, int)) for a in args[1:]), qualname, args, "a type string")
+        copies.check(ok and all(isinstance(a, (bool, int)) for a in args[1:]), qualname, args, "a type string")
         return np.dtype(*args)
 
     return call
 
 
-def _latin1_bytes(qualname: str, budget: Budget) -> Callable[..., Any]:
+def _latin1_bytes(qualname: str, copies: Copies) -> Callable[..., Any]:
     """``_codecs.encode`` as protocol-2 pickles use it for ``bytes`` (latin-1 text); no other codec."""
 
     def call(*args: Any) -> Any:
         ok = len(args) in (1, 2) and isinstance(args[0], str) and args[1:] in ((), ("latin1",), ("latin-1",))
-        budget.check(ok, qualname, args, "text and the codec 'latin1'")
-        budget.charge(qualname, len(args[0]))
+        copies.check(ok, qualname, args, "text and the codec 'latin1'")
+        copies.copy(qualname, args[0])
         return args[0].encode("latin1")
 
     return call
 
 
-def _bytearray(qualname: str, budget: Budget) -> Callable[..., Any]:
+def _bytearray(qualname: str, copies: Copies) -> Callable[..., Any]:
     def call(*args: Any) -> Any:
         text = len(args) == 2 and isinstance(args[0], str) and args[1] in ("latin1", "latin-1")
-        budget.check(args == () or text or (len(args) == 1 and _is_bytes(args[0])), qualname, args, "bytes or text")
-        budget.charge(qualname, len(args[0]) if args else 0)
+        copies.check(args == () or text or (len(args) == 1 and _is_bytes(args[0])), qualname, args, "bytes or text")
+        if args:
+            copies.copy(qualname, args[0])
         return bytearray(*args)
 
     return call
 
 
-def _copy_of(qualname: str, kind: Callable[..., Any], budget: Budget) -> Callable[..., Any]:
-    """``set``, ``frozenset`` or ``OrderedDict`` of a container the pickle holds, charged by its length."""
+def _empty_bytes(qualname: str, copies: Copies) -> Callable[..., Any]:
+    """``bytes()``: how protocols 0 to 2 pickle an empty ``bytes`` (an empty array's data); never a size."""
+
+    def call(*args: Any) -> Any:
+        copies.check(args == (), qualname, args, "no arguments (the empty bytes)")
+        return b""
+
+    return call
+
+
+def _copy_of(qualname: str, kind: Callable[..., Any], copies: Copies) -> Callable[..., Any]:
+    """``set``, ``frozenset`` or ``OrderedDict`` of a container the pickle holds, copied once."""
 
     def call(*args: Any) -> Any:
         ok = args == () or (len(args) == 1 and isinstance(args[0], (list, tuple, set, frozenset, dict)))
-        budget.check(ok, qualname, args, "a list, tuple, set or dict")
-        budget.charge(qualname, len(args[0]) if args else 0)
+        copies.check(ok, qualname, args, "a list, tuple, set or dict")
+        if args:
+            copies.copy(qualname, args[0])
         return kind(*args)
 
     return call
@@ -192,26 +214,27 @@ def numpy_helpers() -> Dict[str, Any]:
     }
 
 
-def checked_globals(budget: Budget, feature_stats: type) -> Dict[str, Any]:
+def checked_globals(copies: Copies, feature_stats: type) -> Dict[str, Any]:
     """Every global a pickle of plain data may name, ``"module.name"`` -> its checking stand-in.
 
     ``feature_stats`` stands in for NVlabs' ``metrics.metric_utils.FeatureStats``.
     """
     numpy = numpy_helpers()
-    array_type = _array_type(budget)
-    out: Dict[str, Any] = {"numpy.ndarray": array_type, "numpy.dtype": _dtype("numpy.dtype", budget)}
+    array_type = _array_type(copies)
+    out: Dict[str, Any] = {"numpy.ndarray": array_type, "numpy.dtype": _dtype("numpy.dtype", copies)}
     for core in ("numpy.core", "numpy._core"):
         name = f"{core}.multiarray._reconstruct"
-        out[name] = _reconstruct(name, numpy["_reconstruct"], budget, array_type)
-        out[f"{core}.multiarray.scalar"] = _scalar(f"{core}.multiarray.scalar", numpy["scalar"], budget)
+        out[name] = _reconstruct(name, numpy["_reconstruct"], copies, array_type)
+        out[f"{core}.multiarray.scalar"] = _scalar(f"{core}.multiarray.scalar", numpy["scalar"], copies)
         out[f"{core}.numeric._frombuffer"] = numpy["_frombuffer"]  # a view of the file's bytes, checked by NumPy
     for module in ("builtins", "__builtin__"):
-        out[f"{module}.bytearray"] = _bytearray(f"{module}.bytearray", budget)
-        out[f"{module}.set"] = _copy_of(f"{module}.set", set, budget)
-        out[f"{module}.frozenset"] = _copy_of(f"{module}.frozenset", frozenset, budget)
+        out[f"{module}.bytearray"] = _bytearray(f"{module}.bytearray", copies)
+        out[f"{module}.set"] = _copy_of(f"{module}.set", set, copies)
+        out[f"{module}.frozenset"] = _copy_of(f"{module}.frozenset", frozenset, copies)
         out[f"{module}.complex"] = complex
-    out["_codecs.encode"] = _latin1_bytes("_codecs.encode", budget)
-    out["collections.OrderedDict"] = _copy_of("collections.OrderedDict", collections.OrderedDict, budget)
+        out[f"{module}.bytes"] = _empty_bytes(f"{module}.bytes", copies)
+    out["_codecs.encode"] = _latin1_bytes("_codecs.encode", copies)
+    out["collections.OrderedDict"] = _copy_of("collections.OrderedDict", collections.OrderedDict, copies)
     out["dnnlib.EasyDict"] = out["dnnlib.util.EasyDict"] = EasyDict
     out["metrics.metric_utils.FeatureStats"] = feature_stats
     return out

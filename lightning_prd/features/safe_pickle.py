@@ -13,16 +13,16 @@ module loads exactly that:
   NumPy arrays, dtypes and scalars, under their NumPy 1 (``numpy.core``) and NumPy 2
   (``numpy._core``) paths (``multiarray._reconstruct``, ``multiarray.scalar``,
   ``numeric._frombuffer``); ``_codecs.encode`` for latin-1 text only (how protocol-2 pickles
-  store ``bytes``); ``collections.OrderedDict``; the builtin containers
-  ``set``, ``frozenset``, ``bytearray``, ``complex``; NVlabs' ``dnnlib.EasyDict`` (as a plain dict)
-  and NVlabs' ``metrics.metric_utils.FeatureStats`` (StyleGAN2-ADA, StyleGAN3) as
+  store ``bytes``); ``collections.OrderedDict``; the builtin containers ``set``, ``frozenset``,
+  ``bytearray``, ``complex`` (and ``bytes()``, the empty bytes); NVlabs' ``dnnlib.EasyDict`` (as a
+  plain dict) and NVlabs' ``metrics.metric_utils.FeatureStats`` (StyleGAN2-ADA, StyleGAN3) as
   :class:`FeatureStatsState`, a stand-in that records the pickled fields and nothing else.
   Any other global raises :class:`RefusedGlobal` before it is looked up, so nothing is imported
   or called; persistent ids are refused too.
 * Each allowed global is a stand-in that takes only the arguments NumPy's and Python's own pickles
   pass (:mod:`lightning_prd.features._pickle_calls`): ``bytearray`` copies bytes, never allocates a
-  size; ``numpy.ndarray`` is never called, so every array holds the file's bytes; what the calls
-  copy is bounded by the file's size. Anything else raises :class:`RefusedCall` naming the global.
+  size; ``numpy.ndarray`` is never called, so every array holds the file's bytes; no call copies
+  a value the pickle holds twice. Anything else raises :class:`RefusedCall` naming the global.
   :func:`load_pickle` also checks the lengths the pickle declares against the bytes it holds
   before CPython's unpickler allocates them (:func:`check_lengths`). Reading a file thus costs
   memory in proportion to its size.
@@ -58,12 +58,13 @@ import pickletools
 import re
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import torch
 
-from lightning_prd.features._pickle_calls import Budget, RefusedCall, RefusedGlobal, checked_globals
+from lightning_prd.features._pickle_calls import Copies, RefusedCall, RefusedGlobal, checked_globals
+
 
 class FeatureStatsState:
     """Stand-in for NVlabs' ``metrics.metric_utils.FeatureStats``: the pickled fields in :attr:`fields`.
@@ -83,7 +84,7 @@ class FeatureStatsState:
 
 #: every global a pickle of plain data may name; each resolves to a stand-in that checks its arguments
 #: (:func:`~lightning_prd.features._pickle_calls.checked_globals`)
-ALLOWED_GLOBALS = tuple(sorted(checked_globals(Budget(0), FeatureStatsState)))
+ALLOWED_GLOBALS = tuple(sorted(checked_globals(Copies(), FeatureStatsState)))
 
 
 class DataUnpickler(pickle.Unpickler):
@@ -91,12 +92,12 @@ class DataUnpickler(pickle.Unpickler):
 
     Anything else raises :class:`RefusedGlobal` (a :class:`pickle.UnpicklingError`) naming the
     global; the global is neither imported nor called. An allowed global called with arguments plain
-    data never passes, or copying more than ``budget`` bytes in all, raises :class:`RefusedCall`.
+    data never passes, or copying a value the pickle has copied before, raises :class:`RefusedCall`.
     """
 
-    def __init__(self, file: Any, *, budget: Optional[Budget] = None) -> None:
+    def __init__(self, file: Any) -> None:
         super().__init__(file)
-        self._globals = checked_globals(budget or Budget(0), FeatureStatsState)
+        self._globals = checked_globals(Copies(), FeatureStatsState)
 
     def find_class(self, module: str, name: str) -> Any:
         qualname = f"{module}.{name}"
@@ -116,8 +117,9 @@ def check_lengths(data: bytes) -> None:
     """
     try:
         for opcode, arg, pos in pickletools.genops(data):
-            if opcode.name == "FRAME" and arg > len(data) - pos:
-                raise pickle.UnpicklingError(f"a frame declares {arg:,} bytes, but {len(data) - pos:,} remain")
+            left = len(data) - int(pos or 0)
+            if opcode.name == "FRAME" and isinstance(arg, int) and arg > left:
+                raise pickle.UnpicklingError(f"a frame declares {arg:,} bytes, but {left:,} remain")
     except (ValueError, EOFError) as err:
         raise pickle.UnpicklingError(f"pickle data was truncated or damaged ({one_line(err)})") from None
 
@@ -129,15 +131,15 @@ def load_pickle(path: Path) -> Any:
     """
     data = path.read_bytes()
     check_lengths(data)
-    return DataUnpickler(io.BytesIO(data), budget=Budget(len(data))).load()
+    return DataUnpickler(io.BytesIO(data)).load()
 
 
 #: the dtype kinds whose instances torch's weights-only unpickler must be told it may build
 _DTYPE_CODES = "?bBhHiIlLqQefdgFDGUS"
 
 
-def _torch_numpy_globals(budget: Budget) -> List[Any]:
-    numpy = {k: v for k, v in checked_globals(budget, FeatureStatsState).items() if k.startswith("numpy.")}
+def _torch_numpy_globals(copies: Copies) -> List[Any]:
+    numpy = {k: v for k, v in checked_globals(copies, FeatureStatsState).items() if k.startswith("numpy.")}
     dtype_types = list({type(np.dtype(code)) for code in _DTYPE_CODES})
     # torch builds (``__setstate__``) only instances of allowed types: the arrays ``_reconstruct`` returns. A
     # name with a newline is never read from a pickle's GLOBAL, so ``numpy.ndarray`` itself stays uncallable.
@@ -153,8 +155,8 @@ def _torch_pickles(path: Path) -> List[bytes]:
     data, out, start = path.read_bytes(), [], 0
     for _ in range(4):  # magic number, protocol, system info, the object
         end = start
-        for opcode, _arg, pos in pickletools.genops(data[start:]):
-            end = start + pos + 1
+        for _opcode, _arg, pos in pickletools.genops(data[start:]):
+            end = start + int(pos or 0) + 1
         out.append(data[start:end])
         start = end
     return out
@@ -173,9 +175,10 @@ def refuse_torch_bytearray(path: Path) -> None:
     for data in pickles:
         try:
             for opcode, arg, _pos in pickletools.genops(data):
-                if opcode.name == "GLOBAL" and str(arg).replace(" ", ".") in ("builtins.bytearray", "__builtin__.bytearray"):
+                name = str(arg).replace(" ", ".")
+                if opcode.name == "GLOBAL" and name in ("builtins.bytearray", "__builtin__.bytearray"):
                     raise RefusedCall(
-                        str(arg).replace(" ", "."),
+                        name,
                         "in a torch.save file: torch's loader would let it allocate any size, and tensors, arrays "
                         "and statistics never need it",
                     )
@@ -192,13 +195,13 @@ def load_torch(path: Path) -> Any:
     (:func:`refuse_torch_bytearray`); a refused call is raised as :class:`RefusedCall`.
     """
     refuse_torch_bytearray(path)
-    budget = Budget(path.stat().st_size)
+    copies = Copies()
     try:
-        with torch.serialization.safe_globals(_torch_numpy_globals(budget)):
+        with torch.serialization.safe_globals(_torch_numpy_globals(copies)):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        if budget.refused is not None:
-            raise budget.refused from None
+        if copies.refused is not None:
+            raise copies.refused from None
         raise
 
 
