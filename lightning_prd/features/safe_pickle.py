@@ -186,6 +186,38 @@ def refuse_torch_bytearray(path: Path) -> None:
             return
 
 
+def load_weights(path: Path) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)`` of a state dict, ``builtins.bytearray`` refused.
+
+    A refused global raises :class:`RefusedGlobal` (or :class:`RefusedCall`) naming it, in place of torch's
+    paragraph; other errors are torch's.
+    """
+    refuse_torch_bytearray(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        refused = refused_in_torch_error(err)
+        if refused:
+            raise RefusedGlobal(refused) from None
+        raise
+
+
+def torch_load_problem(err: BaseException) -> str:
+    """What a failed weights-only ``torch.load`` says, on one line, without torch's advice to unpickle unsafely.
+
+    Example:
+        >>> torch_load_problem(RefusedGlobal("os.system"))
+        'it asks to load the Python global `os.system`, which is refused'
+    """
+    if isinstance(err, RefusedCall):
+        return f"it makes a call that is refused ({err})"
+    refused = refused_global(err)
+    if refused:
+        return f"it asks to load the Python global `{refused}`, which is refused"
+    inner = re.search(r"WeightsUnpickler error: ([^\n]+)", str(err))
+    return one_line(RuntimeError(inner.group(1))) if inner else one_line(err)
+
+
 def load_torch(path: Path) -> Any:
     """``torch.load(path, map_location="cpu", weights_only=True)`` that also takes NumPy arrays and scalars.
 
