@@ -638,6 +638,23 @@ def test_compare_names_the_bad_fake_set(tmp_path, capfd, case):
     assert out == ""
 
 
+class _RunsCommand:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def test_a_hostile_weights_file_is_one_line_without_advice_to_unpickle(tmp_path, capfd):
+    _write_images(tmp_path / "real", 4, seed=1)
+    _write_images(tmp_path / "fake", 4, seed=2)
+    weights = tmp_path / "weights.pth"
+    torch.save({"Conv2d_1a_3x3.conv.weight": torch.zeros(1), "extra": _RunsCommand()}, weights)
+    argv = ["evaluate", "--real", str(tmp_path / "real"), "--fake", str(tmp_path / "fake"), "--extractor"]
+    assert main([*argv, "fid-inception", "--weights", str(weights), "--device", "cpu", "-q"]) == 1
+    err = capfd.readouterr().err
+    _assert_one_line(err, "evaluate", str(weights), f"`{os.system.__module__}.system`, which is refused")
+    assert "weights_only" not in err and len(err) < 400, err
+
+
 @pytest.mark.parametrize("flag", ["--real", "--fake"])
 @pytest.mark.parametrize(
     ("case", "fragment"), [("not an image", "cannot identify image file"), ("truncated", "image file is truncated")]

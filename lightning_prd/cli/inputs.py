@@ -75,9 +75,9 @@ def _load_error(suffix: str, err: BaseException) -> str:
     """Why a feature file could not be read, in words that do not send the user to unsafe loading."""
     text = " ".join(str(err).split())
     if isinstance(err, pickle.UnpicklingError) or "Weights only load failed" in text:
-        from lightning_prd.features.safe_pickle import refused_in_torch_error
+        from lightning_prd.features.safe_pickle import refused_global
 
-        found = refused_in_torch_error(err)
+        found = refused_global(err)
         if found:
             return (
                 f"it holds Python objects that are not loaded for safety ({found}); "
@@ -131,7 +131,9 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
                 raise CLIError(f"no array named {key!r} (arrays: {', '.join(names)})")
             name = key if key is not None else names[0]
             return _Array(_from_numpy(data[name]), name, picked=key is None and len(names) > 1)
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    from lightning_prd.features.safe_pickle import torch_load_safe
+
+    obj = torch_load_safe(path)
     name, picked = None, False
     keys: Tuple[str, ...] = ()
     if isinstance(obj, dict):

@@ -121,7 +121,9 @@ def _read_array(path: Path, suffix: str) -> Tuple[Any, Optional[str]]:
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             return _entry(list(data.files), "arrays", lambda name: data[name])
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    from lightning_prd.features.safe_pickle import torch_load_safe
+
+    obj = torch_load_safe(path)
     if isinstance(obj, dict):
         tensors = [str(k) for k, v in obj.items() if isinstance(v, (Tensor, np.ndarray))]
         return _entry(tensors, "tensors", lambda name: obj[name])

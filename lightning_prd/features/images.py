@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.features.safe_pickle import load_weights, torch_load_problem
+from lightning_prd.features.safe_pickle import torch_load_problem, torch_load_safe
 from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -299,11 +299,12 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
         state = source
     else:
         try:
-            state = load_weights(Path(source))
+            state = torch_load_safe(Path(source))
         except Exception as err:  # noqa: BLE001 - re-raised with the file and the model named
+            problem = torch_load_problem(err)
+            safe = "; it was read as data and nothing in it was run" if "refused" in problem else ""
             raise ValueError(
-                f"{model} weights file {str(source)!r} is not a readable PyTorch state dict: {torch_load_problem(err)}; "
-                "weights are read as data (torch.load with weights_only=True) and nothing in the file was run"
+                f"{model} weights file {str(source)!r} is not a readable PyTorch state dict: {problem}{safe}"
             ) from None
     for key in ("state_dict", "model"):
         if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):

@@ -179,14 +179,13 @@ def refuse_torch_bytearray(path: Path) -> None:
                 if opcode.name == "GLOBAL" and name in ("builtins.bytearray", "__builtin__.bytearray"):
                     raise RefusedCall(
                         name,
-                        "in a torch.save file: torch's loader would let it allocate any size, and tensors, arrays "
-                        "and statistics never need it",
+                        "in a torch.save file (torch's loader would allocate any size it names)",
                     )
         except (ValueError, EOFError):
             return
 
 
-def load_weights(path: Path) -> Any:
+def torch_load_safe(path: Path) -> Any:
     """``torch.load(path, map_location="cpu", weights_only=True)`` of a state dict, ``builtins.bytearray`` refused.
 
     A refused global raises :class:`RefusedGlobal` (or :class:`RefusedCall`) naming it, in place of torch's
