@@ -1,4 +1,4 @@
-"""Pickles and torch.save files from elsewhere cost memory in proportion to their size, and every array holds
+"""Pickles, torch.save and NumPy files from elsewhere cost memory in proportion to their size, and every array holds
 their bytes (lightning_prd/features/safe_pickle.py, lightning_prd/features/_pickle_calls.py).
 
 The hostile files are written opcode by opcode (pickletools' names in the comments); reading each is measured
@@ -11,6 +11,7 @@ import io
 import pickle
 import struct
 import tracemalloc
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +55,21 @@ def _torch_bytearray(path: Path, size: int) -> None:
     torch.save({"mu": Allocates()}, path)
 
 
+def _npy_header(shape: tuple) -> bytes:
+    """A version 1.0 ``.npy`` header of float64 ``shape`` (NumPy's format: magic, length, padded dict)."""
+    text = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}"
+    text += " " * (63 - 10 - len(text)) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode()
+
+
+def _npz(path: Path, size: int) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("mu.npy", _npy_header((size // 8,)) + bytes(16))
+        archive.writestr("sigma.npy", _npy_header((2, 2)) + bytes(32))
+
+
 SIZE = 128 * MIB
-#: name -> (the file's bytes or a writer, the global its refusal names)
+#: name -> (the file's bytes or a writer, what its refusal names)
 ALLOCATING = {
     "bytearray(n)": (b"\x80\x02c__builtin__\nbytearray\n" + _int(SIZE) + b"\x85R.", "__builtin__.bytearray"),
     "bytearray(n), protocol 4": (
@@ -67,6 +81,8 @@ ALLOCATING = {
     "encode of one text 100 times": (_encode_many(MIB, 100), "_codecs.encode"),
     "frozenset of one list 100 times": (_frozenset_many(20_000, 100), "__builtin__.frozenset"),
     "bytearray(n) in a torch.save file": (_torch_bytearray, "__builtin__.bytearray"),
+    ".npy declaring a shape": (_npy_header((SIZE // 8, 1)) + bytes(16), "declares an array of 134,217,728 bytes"),
+    ".npz member declaring a shape": (_npz, "entry 'mu.npy' declares an array of 134,217,728 bytes"),
 }
 
 

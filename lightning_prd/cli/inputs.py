@@ -119,10 +119,14 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
         if key is not None and key_flag != "--key":
             raise CLIError(f"{key_flag} {key!r} names an entry, but {what}")
 
+    from lightning_prd.features.safe_pickle import check_npy_sizes, torch_load_safe
+
     if suffix == ".npy":
         unnamed("a .npy file holds one unnamed array")
+        check_npy_sizes(path, "npy")
         return _Array(_from_numpy(np.load(path, allow_pickle=False)))
     if suffix == ".npz":
+        check_npy_sizes(path, "npz")
         with np.load(path, allow_pickle=False) as data:
             names = list(data.files)
             if not names:
@@ -131,8 +135,6 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
                 raise CLIError(f"no array named {key!r} (arrays: {', '.join(names)})")
             name = key if key is not None else names[0]
             return _Array(_from_numpy(data[name]), name, picked=key is None and len(names) > 1)
-    from lightning_prd.features.safe_pickle import torch_load_safe
-
     obj = torch_load_safe(path)
     name, picked = None, False
     keys: Tuple[str, ...] = ()

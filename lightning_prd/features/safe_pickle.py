@@ -53,12 +53,13 @@ Example:
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import pickletools
 import re
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -282,14 +283,68 @@ def sniff(path: Path) -> str:
     return "pickle" if head.startswith(b"\x80") else ("unknown" if head else "")
 
 
+#: the most ``deflate`` can expand its input (a zip member's true size is at most this times its stored size)
+DEFLATE_RATIO = 1032
+
+
+def _npy_nbytes(handle: Any) -> Optional[Tuple[int, int]]:
+    """(bytes the array declares, bytes its header took) of the ``.npy`` at ``handle``; None when not told."""
+    version = np.lib.format.read_magic(handle)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    else:
+        return None
+    return math.prod(shape) * dtype.itemsize, handle.tell()
+
+
+def check_npy_sizes(path: Path, kind: str) -> None:
+    """Refuse a ``.npy``, or a ``.npz`` member, whose header declares more bytes than the file holds.
+
+    NumPy allocates an array at the shape its header declares before it reads the data; a zip member
+    holds at most its stored size (uncompressed) or :data:`DEFLATE_RATIO` times it (deflated). Damage
+    is left to :func:`numpy.load` to report.
+    """
+    try:
+        if kind == "npy":
+            with path.open("rb") as handle:
+                found = _npy_nbytes(handle)
+            members = [("", found, path.stat().st_size)] if found else []
+        else:
+            members = []
+            with zipfile.ZipFile(path) as archive:
+                for info in archive.infolist():
+                    stored = (
+                        info.compress_size
+                        if info.compress_type == zipfile.ZIP_STORED
+                        else info.compress_size * DEFLATE_RATIO
+                    )
+                    with archive.open(info) as member:
+                        found = _npy_nbytes(member)
+                    if found:
+                        members.append((info.filename, found, min(info.file_size, stored)))
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError):
+        return
+    for name, (declared, header), size in members:
+        if declared > size - header:
+            entry = f"its entry {name!r} " if name else ""
+            raise ValueError(
+                f"{entry}declares an array of {declared:,} bytes, but holds {max(size - header, 0):,}: the file is "
+                "truncated or its header is wrong"
+            )
+
+
 def load_data(path: Path, kind: str) -> Any:
     """The contents of ``path`` of kind ``kind`` (from :func:`sniff`), as data.
 
     A ``.npy`` gives its array, a ``.npz`` (or ``"zip"``) an open :class:`numpy.lib.npyio.NpzFile`
-    (the caller closes it; entries load on access), both with ``allow_pickle=False``; a
-    ``torch.save`` file what :func:`load_torch` gives; a pickle what :func:`load_pickle` gives.
+    (the caller closes it; entries load on access), both with ``allow_pickle=False`` after
+    :func:`check_npy_sizes`; a ``torch.save`` file what :func:`load_torch` gives; a pickle what
+    :func:`load_pickle` gives.
     """
     if kind in ("npy", "npz", "zip"):
+        check_npy_sizes(path, kind)
         return np.load(path, allow_pickle=False)
     return load_torch(path) if kind == "torch" else load_pickle(path)
 
