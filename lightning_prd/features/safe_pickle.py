@@ -57,6 +57,7 @@ import math
 import pickle
 import pickletools
 import re
+import struct
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -110,19 +111,65 @@ class DataUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("the pickle refers to objects stored outside it (a persistent id)")
 
 
+_OPCODES = {ord(op.code): op for op in pickletools.opcodes}
+#: how an opcode whose argument is counted stores the count: struct format and size
+_COUNTS = {
+    pickletools.TAKEN_FROM_ARGUMENT1: ("<B", 1),
+    pickletools.TAKEN_FROM_ARGUMENT4: ("<i", 4),
+    pickletools.TAKEN_FROM_ARGUMENT4U: ("<I", 4),
+    pickletools.TAKEN_FROM_ARGUMENT8U: ("<Q", 8),
+}
+
+
 def check_lengths(data: bytes) -> None:
     """Refuse a pickle whose opcodes declare more bytes than it holds, before an unpickler allocates them.
 
-    CPython's unpickler allocates a counted string or a frame at its declared length before it reads
-    it; :func:`pickletools.genops` reads each against what is left and fails on a short one.
+    CPython's unpickler allocates a counted string, bytes or frame at its declared length before it
+    reads it. Here each opcode's argument is stepped over (nothing is copied) and every count and frame
+    length is checked against the bytes left, up to ``STOP``.
+
+    Example:
+        >>> import struct
+        >>> check_lengths(pickle.dumps([b"abc", "text"], protocol=5))
+        >>> check_lengths(b"\\x80\\x05\\x8e" + struct.pack("<Q", 10**9) + b"abc.")
+        Traceback (most recent call last):
+        ...
+        _pickle.UnpicklingError: a BINBYTES8 at byte 2 declares 1,000,000,000 bytes, but 4 remain
     """
-    try:
-        for opcode, arg, pos in pickletools.genops(data):
-            left = len(data) - int(pos or 0)
-            if opcode.name == "FRAME" and isinstance(arg, int) and arg > left:
-                raise pickle.UnpicklingError(f"a frame declares {arg:,} bytes, but {left:,} remain")
-    except (ValueError, EOFError) as err:
-        raise pickle.UnpicklingError(f"pickle data was truncated or damaged ({one_line(err)})") from None
+    pos, end = 0, len(data)
+    while pos < end:
+        op = _OPCODES.get(data[pos])
+        if op is None or op.name == "STOP":
+            return  # the unpickler stops there, or reports the unknown opcode itself
+        start, pos = pos, pos + 1
+        arg = op.arg
+        if arg is None:
+            continue
+        if arg.n >= 0:
+            pos += arg.n
+            if op.name == "FRAME" and pos <= end:
+                (declared,) = struct.unpack_from("<Q", data, pos - 8)
+            else:
+                continue
+        elif arg.n == pickletools.UP_TO_NEWLINE:
+            for _ in range(2 if arg.name.endswith("_pair") else 1):
+                newline = data.find(b"\n", pos)
+                pos = end + 1 if newline < 0 else newline + 1
+            continue
+        else:
+            fmt, size = _COUNTS[arg.n]
+            if pos + size > end:
+                break
+            (declared,) = struct.unpack_from(fmt, data, pos)
+            pos += size
+            if 0 <= declared <= end - pos:
+                pos += declared
+                continue
+        if declared < 0 or declared > end - pos:
+            raise pickle.UnpicklingError(
+                f"a {op.name} at byte {start} declares {declared:,} bytes, but {max(end - pos, 0):,} remain"
+            )
+    raise pickle.UnpicklingError("pickle data was truncated (it ends before its STOP)")
 
 
 def load_pickle(path: Path) -> Any:
