@@ -76,8 +76,14 @@ ALLOCATING = {
         b"\x80\x04\x8c\x08builtins\x8c\tbytearray\x93" + _int(SIZE) + b"\x85R.",  # STACK_GLOBAL
         "builtins.bytearray",
     ),
-    "bytes8 of a declared length": (b"\x80\x05\x8e" + struct.pack("<Q", SIZE) + b"abc.", "bytes8"),
-    "frame of a declared length": (b"\x80\x04\x95" + struct.pack("<Q", SIZE) + b"N.", "frame"),
+    "bytes8 of a declared length": (
+        b"\x80\x05\x8e" + struct.pack("<Q", SIZE) + b"abc.",
+        "BINBYTES8 at byte 2 declares 134,217,728 bytes",
+    ),
+    "frame of a declared length": (
+        b"\x80\x04\x95" + struct.pack("<Q", SIZE) + b"N.",
+        "FRAME at byte 2 declares 134,217,728 bytes",
+    ),
     "encode of one text 100 times": (_encode_many(MIB, 100), "_codecs.encode"),
     "frozenset of one list 100 times": (_frozenset_many(20_000, 100), "__builtin__.frozenset"),
     "bytearray(n) in a torch.save file": (_torch_bytearray, "__builtin__.bytearray"),

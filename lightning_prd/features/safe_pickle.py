@@ -1,8 +1,8 @@
 """Files from elsewhere opened as data and never run: what kind of file, a restricted unpickler, safe ``torch.load``.
 
 :func:`sniff` tells the kind of a file by its first bytes, never its name (:data:`CONTAINERS`), and
-:func:`load_data` opens it: NumPy files with ``allow_pickle=False``, pickles and ``torch.save``
-files as below.
+:func:`load_data` opens it: NumPy files with ``allow_pickle=False`` once their headers' shapes fit
+in the file (:func:`check_npy_sizes`), pickles and ``torch.save`` files as below.
 
 Unpickling runs whatever Python callable the file names, so a pickle from elsewhere is never
 handed to :func:`pickle.load` or to ``torch.load(weights_only=False)``. The reference files other
