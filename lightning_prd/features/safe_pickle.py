@@ -375,10 +375,10 @@ def check_npy_sizes(path: Path, kind: str) -> None:
         return
     for name, (declared, header), size in members:
         if declared > size - header:
-            entry = f"its entry {name!r} " if name else ""
+            entry = f"its entry {name!r}" if name else "it"
             raise ValueError(
-                f"{entry}declares an array of {declared:,} bytes, but holds {max(size - header, 0):,}: the file is "
-                "truncated or its header is wrong"
+                f"the file is truncated or its header is wrong: {entry} declares an array of {declared:,} bytes, "
+                f"but holds {max(size - header, 0):,}"
             )
 
 
