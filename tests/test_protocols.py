@@ -211,6 +211,8 @@ def test_build_extractor_passes_the_checked_file_and_options(tmp_path, stand_in_
         p.build_extractor(tmp_path / "other.pt")
     with pytest.raises(FileNotFoundError, match="vgg16.pt"):
         p.build_extractor()  # nothing in the (empty) hub cache
+    (hub / "vgg16.pt").write_bytes(b"nvlabs")
+    assert p.build_extractor().weights == hub / "vgg16.pt"
     rnd = p.build_extractor(random_init=True)
     assert rnd.weights is None and rnd.options == {"random_init": True}
 
