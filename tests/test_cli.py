@@ -479,6 +479,18 @@ def _assert_one_line(err, command, *fragments):
         assert fragment in err, (fragment, err)
 
 
+class _Allocates:
+    def __reduce__(self):
+        return (bytearray, (1 << 29,))
+
+
+def _npy_header(shape):
+    """A version 1.0 ``.npy`` header of float64 ``shape``."""
+    text = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}"
+    text += " " * (63 - 10 - len(text)) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode()
+
+
 def _npy(array, **kw):
     return lambda path: np.save(path, array, **kw)
 
@@ -575,6 +587,18 @@ BAD_FILES = {
     ".pt dict without tensors": ("d.pt", _pt({"a": 1, "b": "x"}), [], ["the dict holds no tensor (keys: a, b)"]),
     ".pt list of strings": ("l.pt", _pt(["a", "b"]), [], ["expected a tensor", "the file holds a list"]),
     ".pt of a numpy array": ("n.pt", _pt(SMALL), [], ["not loaded for safety"]),
+    ".pt calling bytearray(n)": (
+        "a.pt",
+        _pt({"x": _Allocates()}),
+        [],
+        ["not loaded for safety (__builtin__.bytearray)"],
+    ),
+    ".npy declaring more than it holds": (
+        "big.npy",
+        lambda path: path.write_bytes(_npy_header((1 << 24, 4)) + bytes(16)),
+        [],
+        ["declares an array of 536,870,912 bytes, but holds 16"],
+    ),
     ".pt dict without the key": (
         "d.pt",
         _pt({"feats": torch.from_numpy(SMALL)}),
@@ -636,6 +660,23 @@ def test_compare_names_the_bad_fake_set(tmp_path, capfd, case):
     out, err = capfd.readouterr()
     _assert_one_line(err, "compare", "--fake", str(bad), *[f.format(flag="--fake") for f in fragments])
     assert out == ""
+
+
+class _RunsCommand:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def test_a_hostile_weights_file_is_one_line_without_advice_to_unpickle(tmp_path, capfd):
+    _write_images(tmp_path / "real", 4, seed=1)
+    _write_images(tmp_path / "fake", 4, seed=2)
+    weights = tmp_path / "weights.pth"
+    torch.save({"Conv2d_1a_3x3.conv.weight": torch.zeros(1), "extra": _RunsCommand()}, weights)
+    argv = ["evaluate", "--real", str(tmp_path / "real"), "--fake", str(tmp_path / "fake"), "--extractor"]
+    assert main([*argv, "fid-inception", "--weights", str(weights), "--device", "cpu", "-q"]) == 1
+    err = capfd.readouterr().err
+    _assert_one_line(err, "evaluate", str(weights), f"`{os.system.__module__}.system`, which is refused")
+    assert "weights_only" not in err and len(err) < 400, err
 
 
 @pytest.mark.parametrize("flag", ["--real", "--fake"])

@@ -4,6 +4,7 @@ No test downloads anything; torchvision-based adapters are exercised only when t
 is installed, with random weights or a state dict saved in the test.
 """
 
+import os
 import sys
 import types
 
@@ -396,3 +397,43 @@ def test_vgg_adapter_random_and_loaded(tmp_path):
     assert pre(images).shape == (1, 4096)
     with pytest.raises(ValueError, match="layer"):
         VGG16Features(random_init=True, layer="fc3")
+
+
+# ---------------------------------------------------------------------------- weights files that cannot serve
+def test_a_weights_path_that_is_no_file_says_what_it_is(tmp_path, empty_hub):
+    kw = dict(model="M", filename="m.pth", url="https://example.invalid/m.pth", random_init=False)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link.pth").symlink_to(tmp_path / "gone.pth")
+    for path, error, what in (
+        (tmp_path / "folder", ValueError, "is a directory"),
+        (tmp_path / "link.pth", FileNotFoundError, "is a broken symbolic link"),
+        (tmp_path / "missing.pth", FileNotFoundError, "does not exist"),
+    ):
+        with pytest.raises(error) as info:
+            resolve_weights(str(path), **kw)
+        text = str(info.value)
+        assert f"{str(path)!r} {what}" in text and "expected the file `m.pth` there" in text, text
+        assert "\n" not in text
+    with pytest.raises(ValueError, match="folder' is a directory; expected the file `vgg16.pt` there"):
+        get_extractor("vgg16-nvlabs", weights=tmp_path / "folder")
+
+
+class _System:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+class _Allocates:
+    def __reduce__(self):
+        return (bytearray, (1 << 30,))
+
+
+@pytest.mark.parametrize("payload, refused", [(_System, f"{os.system.__module__}.system"), (_Allocates, "bytearray")])
+def test_a_hostile_weights_file_is_refused_in_one_line(tmp_path, empty_hub, payload, refused):
+    path = tmp_path / "weights.pth"
+    torch.save({"Conv2d_1a_3x3.conv.weight": torch.zeros(1), "extra": payload()}, path)
+    with pytest.raises(ValueError) as info:
+        get_extractor("fid-inception", weights=path)
+    text = str(info.value)
+    assert "\n" not in text and str(path) in text and "refused" in text and refused in text, text
+    assert "weights_only=False" not in text and "`weights_only` set to `False`" not in text and len(text) < 400

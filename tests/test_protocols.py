@@ -217,6 +217,44 @@ def test_build_extractor_passes_the_checked_file_and_options(tmp_path, stand_in_
     assert rnd.weights is None and rnd.options == {"random_init": True}
 
 
+def test_a_torchscript_file_is_taken_from_the_cache_by_its_published_sha256_only(tmp_path, stand_in_vgg, hub):
+    # vgg16.pt is code (torch.jit.load runs it): found by name in the hub cache it needs a published SHA-256
+    script = tmp_path / "script.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Identity()), str(script))
+    (hub / "vgg16.pt").write_bytes(script.read_bytes())
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    p = get_protocol("pr50k3")
+    with pytest.raises(FileNotFoundError) as info:
+        p.build_extractor()
+    text = str(info.value)
+    assert "TorchScript" in text and str(hub / "vgg16.pt") in text and digest[:12] in text and "\n" not in text
+    published = dataclasses.replace(p, weights_sha256=(digest,))
+    assert published.build_extractor().weights == hub / "vgg16.pt"
+    assert p.build_extractor(hub / "vgg16.pt").weights == hub / "vgg16.pt"  # an explicit path is taken as given
+    # clean-fid's NVlabs TorchScript inception-2015-12-05.pt: the same rule (the published digest is the state dict's)
+    (hub / "inception-2015-12-05.pt").write_bytes(script.read_bytes())
+    with pytest.raises(FileNotFoundError, match="inception-2015-12-05.pt: it is a TorchScript archive"):
+        find_weights(get_protocol("clean-fid"))
+
+
+def test_a_weights_path_that_is_no_file_says_what_it_is(tmp_path, hub):
+    p = get_protocol("fid")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link.pth").symlink_to(tmp_path / "gone.pth")
+    for path, error, what in (
+        (tmp_path / "folder", ValueError, "is a directory"),
+        (tmp_path / "link.pth", FileNotFoundError, "is a broken symbolic link"),
+        (tmp_path / "missing.pth", FileNotFoundError, "does not exist"),
+    ):
+        with pytest.raises(error) as info:
+            check_weights_file(p, path)
+        text = str(info.value)
+        assert f"{str(path)!r} {what}" in text and "pt_inception-2015-12-05-6726825d.pth" in text, text
+    (hub / "pt_inception-2015-12-05-6726825d.pth").mkdir()
+    with pytest.raises(FileNotFoundError, match="refused: .*pt_inception-2015-12-05-6726825d.pth is a directory"):
+        find_weights(p)
+
+
 def test_build_extractor_refuses_options_against_the_protocol(tmp_path):
     with pytest.raises(ValueError) as err:
         get_protocol("fid").build_extractor(resize="clean", random_init=True)

@@ -75,9 +75,9 @@ def _load_error(suffix: str, err: BaseException) -> str:
     """Why a feature file could not be read, in words that do not send the user to unsafe loading."""
     text = " ".join(str(err).split())
     if isinstance(err, pickle.UnpicklingError) or "Weights only load failed" in text:
-        from lightning_prd.features.safe_pickle import refused_in_torch_error
+        from lightning_prd.features.safe_pickle import refused_global
 
-        found = refused_in_torch_error(err)
+        found = refused_global(err)
         if found:
             return (
                 f"it holds Python objects that are not loaded for safety ({found}); "
@@ -119,10 +119,14 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
         if key is not None and key_flag != "--key":
             raise CLIError(f"{key_flag} {key!r} names an entry, but {what}")
 
+    from lightning_prd.features.safe_pickle import check_npy_sizes, torch_load_safe
+
     if suffix == ".npy":
         unnamed("a .npy file holds one unnamed array")
+        check_npy_sizes(path, "npy")
         return _Array(_from_numpy(np.load(path, allow_pickle=False)))
     if suffix == ".npz":
+        check_npy_sizes(path, "npz")
         with np.load(path, allow_pickle=False) as data:
             names = list(data.files)
             if not names:
@@ -131,7 +135,7 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
                 raise CLIError(f"no array named {key!r} (arrays: {', '.join(names)})")
             name = key if key is not None else names[0]
             return _Array(_from_numpy(data[name]), name, picked=key is None and len(names) > 1)
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    obj = torch_load_safe(path)
     name, picked = None, False
     keys: Tuple[str, ...] = ()
     if isinstance(obj, dict):

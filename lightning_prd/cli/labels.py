@@ -116,12 +116,16 @@ def _read_array(path: Path, suffix: str) -> Tuple[Any, Optional[str]]:
         raise CLIError("cannot read the file: the file is empty")
     if not head.startswith(_MAGIC[suffix]):
         raise CLIError(f"cannot read the file: not {_WHAT[suffix]} (it does not start with the {suffix} file header)")
+    from lightning_prd.features.safe_pickle import check_npy_sizes, torch_load_safe
+
     if suffix == ".npy":
+        check_npy_sizes(path, "npy")
         return np.load(path, allow_pickle=False), None
     if suffix == ".npz":
+        check_npy_sizes(path, "npz")
         with np.load(path, allow_pickle=False) as data:
             return _entry(list(data.files), "arrays", lambda name: data[name])
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    obj = torch_load_safe(path)
     if isinstance(obj, dict):
         tensors = [str(k) for k, v in obj.items() if isinstance(v, (Tensor, np.ndarray))]
         return _entry(tensors, "tensors", lambda name: obj[name])

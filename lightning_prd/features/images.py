@@ -27,7 +27,7 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from lightning_prd.features.base import FeatureExtractor
 from lightning_prd.features.install_hint import missing_torchvision
+from lightning_prd.features.safe_pickle import torch_load_problem, torch_load_safe
 from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -270,10 +271,12 @@ def resolve_weights(
                 f"Expected argument `weights` to be a file path or a state dict, but got {type(weights).__name__}"
             )
         path = Path(weights).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"{model} weights file {str(path)!r} does not exist; {get} and pass its path as `weights` "
-                f"(CLI: --weights), or put it at {hub / filename}"
+        found = not_a_file(path)
+        if found is not None:
+            kind, what = found
+            raise kind(
+                f"{model} weights file {str(path)!r} {what}; expected the file `{filename}` there: {get} and pass "
+                f"its path as `weights` (CLI: --weights), or put it at {hub / filename}"
             )
         return path
     for name in (filename, *also):
@@ -288,6 +291,8 @@ def resolve_weights(
 def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Mapping[str, Tensor]:
     """Read a state dict with ``torch.load(..., weights_only=True)``.
 
+    A file that asks for a global torch's weights-only loader refuses (or for ``builtins.bytearray``) raises
+    ``ValueError`` on one line naming the file and the global.
     ``{"state_dict": ...}``/``{"model": ...}`` wrappers and ``module.`` prefixes are removed.
     """
     state: Any
@@ -295,11 +300,13 @@ def load_state_dict(source: Union[Path, Mapping[str, Tensor]], model: str) -> Ma
         state = source
     else:
         try:
-            state = torch.load(source, map_location="cpu", weights_only=True)
+            state = torch_load_safe(Path(source))
         except Exception as err:  # noqa: BLE001 - re-raised with the file and the model named
+            problem = torch_load_problem(err)
+            safe = "; it was read as data and nothing in it was run" if "refused" in problem else ""
             raise ValueError(
-                f"{model} weights file {str(source)!r} is not a readable PyTorch state dict: {err}"
-            ) from err
+                f"{model} weights file {str(source)!r} is not a readable PyTorch state dict: {problem}{safe}"
+            ) from None
     for key in ("state_dict", "model"):
         if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):
             state = state[key]
@@ -365,6 +372,38 @@ def load_into(module: nn.Module, state: Mapping[str, Tensor], model: str, source
 
 
 _SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
+
+
+def not_a_file(path: Path) -> Optional[Tuple[type, str]]:
+    """Why ``path`` is no readable file, as ``(exception type, what it is)``; None when it is one.
+
+    Missing paths and broken links give :class:`FileNotFoundError`, a directory, a pipe or device and a
+    file that cannot be opened :class:`ValueError`.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> (folder / "link").symlink_to(folder / "gone.pth")
+        >>> for path in (folder, folder / "link", folder / "nothing.pth"):
+        ...     print(not_a_file(path)[1])
+        is a directory
+        is a broken symbolic link (to ...gone.pth)
+        does not exist
+    """
+    if path.is_symlink() and not path.exists():
+        return FileNotFoundError, f"is a broken symbolic link (to {os.readlink(path)})"
+    if not path.exists():
+        return FileNotFoundError, "does not exist"
+    if path.is_dir():
+        return ValueError, "is a directory"
+    if not path.is_file():
+        return ValueError, "is not a regular file (a pipe, socket or device)"
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as err:
+        return ValueError, f"cannot be read ({err.strerror or type(err).__name__})"
+    return None
 
 
 def file_sha256(path: Union[str, os.PathLike[str]], chunk: int = 1 << 20) -> str:

@@ -75,7 +75,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.features.safe_pickle import CONTAINERS, FeatureStatsState, load_data, one_line, refused_global, sniff
+from lightning_prd.features.safe_pickle import (
+    CONTAINERS,
+    FeatureStatsState,
+    RefusedCall,
+    load_data,
+    one_line,
+    refused_global,
+    sniff,
+)
 from lightning_prd.functional.engine.inputs import as_features, torch_compatible
 from lightning_prd.functional.frechet import covariance_defect
 
@@ -228,6 +236,12 @@ def read_reference(
     except Exception as err:  # numpy, zipfile, pickle and torch report damage in many types
         what = CONTAINERS.get(ctx.container, "a file")
         refused = refused_global(err)
+        if isinstance(err, RefusedCall):
+            raise ctx.fail(
+                f"makes a call that is refused ({err}): files from elsewhere are read as data, and nothing "
+                "they declare is allocated",
+                f"{what} of plain data",
+            ) from None
         if refused:
             raise ctx.fail(
                 f"asks to load the Python global `{refused}`, which is refused: files from elsewhere are read as "

@@ -22,9 +22,11 @@ after the ReLU. :class:`NVlabsVGG16Features` loads that file and calls it exactl
 
 **The file is code.** A TorchScript archive holds a program that ``torch.jit.load`` compiles and
 runs; load only a file from a source you trust. This package otherwise treats files from elsewhere
-as data (state dicts read with ``weights_only=True``), so a TorchScript file is loaded only when
-its path is given to this class (registry name ``"vgg16-nvlabs"``, ``weights=PATH``): it is never
-looked up in a cache directory, and :class:`~lightning_prd.features.vgg.VGG16Features` refuses it.
+as data (state dicts read with ``weights_only=True``), so a TorchScript file is taken by a published
+SHA-256 or an explicit path only: this class loads the path given to it (registry name
+``"vgg16-nvlabs"``, ``weights=PATH``) and looks in no cache directory; the ``pr50k3`` protocol's lookup
+in torch's hub cache takes a TorchScript ``vgg16.pt`` only when its SHA-256 is a published one, and
+none is published, so pass the path; :class:`~lightning_prd.features.vgg.VGG16Features` refuses it.
 
 Files: ``vgg16.pt`` from https://nvlabs-fi-cdn.nvidia.com/stylegan2-ada-pytorch/pretrained/metrics/vgg16.pt
 (the URL in StyleGAN2-ADA-pytorch's ``metrics/precision_recall.py``, loaded there with
@@ -64,7 +66,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.features.images import file_sha256
+from lightning_prd.features.images import file_sha256, not_a_file
 from lightning_prd.features.resize import uint8_images
 
 FILENAME = "vgg16.pt"
@@ -118,8 +120,8 @@ class NVlabsVGG16Features(FeatureExtractor):
 
     Args:
         weights: path of the TorchScript file (``vgg16.pt``, module docstring). Required: a
-            TorchScript file is code, so it is loaded only from a path given here, never found in
-            a cache directory. Trusted sources only.
+            TorchScript file is code, so this class loads only a path given here and looks in no
+            cache directory. Trusted sources only.
 
     Attributes:
         weights_sha256: hex SHA-256 of the file.
@@ -146,7 +148,7 @@ class NVlabsVGG16Features(FeatureExtractor):
             raise FileNotFoundError(
                 f"NVlabs VGG-16 needs the path of its TorchScript file: get `{FILENAME}` from {URL} on a machine with "
                 "network access and pass its path as `weights` (CLI: --weights PATH); a TorchScript file is code, "
-                "so it is never looked up in a cache directory"
+                "so it is taken from a cache directory only with a published SHA-256, and none is published for it"
             )
         if not isinstance(weights, (str, os.PathLike)):
             raise TypeError(
@@ -154,10 +156,12 @@ class NVlabsVGG16Features(FeatureExtractor):
                 f"but got {type(weights).__name__}"
             )
         path = Path(weights).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"NVlabs VGG-16 file {str(path)!r} does not exist; get `{FILENAME}` from {URL} on a machine with "
-                "network access and pass its path as `weights` (CLI: --weights)"
+        found = not_a_file(path)
+        if found is not None:
+            kind, what = found
+            raise kind(
+                f"NVlabs VGG-16 file {str(path)!r} {what}; expected the file `{FILENAME}` there: get it from {URL} "
+                "on a machine with network access and pass its path as `weights` (CLI: --weights)"
             )
         if not is_torchscript_file(path):
             raise ValueError(

@@ -10,9 +10,15 @@ A file is the protocol's when
    replaced download under the right name is refused).
 
 Anything else raises ``ValueError`` naming the file, its SHA-256 prefix, the file the protocol expects and
-where to download it. With no file given, the protocol's files are looked for in torch's hub cache
+where to download it; a path that is no readable file says what it is (missing, a directory, a broken
+link, unreadable). With no file given, the protocol's files are looked for in torch's hub cache
 (:func:`lightning_prd.features.hub_checkpoint_dir`) and each candidate is checked the same way; an
 extractor is never left to pick a file of its own.
+
+A TorchScript archive (NVlabs' ``vgg16.pt`` of ``pr50k3``, ``inception-2015-12-05.pt`` of
+``clean-fid``) is code that ``torch.jit.load`` runs, so it is taken by a published SHA-256 or an explicit
+path only: given as ``weights`` it is accepted as above, found by name in the hub cache only when its
+SHA-256 starts with one of the protocol's digests (none is published for these two files).
 
 Example:
     >>> import tempfile, pathlib
@@ -35,8 +41,9 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-from lightning_prd.features.images import file_sha256, hub_checkpoint_dir
+from lightning_prd.features.images import file_sha256, hub_checkpoint_dir, not_a_file
 from lightning_prd.features.registry import get_extractor
+from lightning_prd.features.vgg_nvlabs import is_torchscript_file
 from lightning_prd.protocols.checks import check_against_protocol
 
 #: a :class:`~lightning_prd.protocols.Protocol` (typed loosely: the table imports this module)
@@ -86,10 +93,12 @@ def check_weights_file(protocol: Protocol, path: Any) -> Path:
             f"but got {type(path).__name__}"
         )
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(
+    found = not_a_file(path)
+    if found is not None:
+        kind, what = found
+        raise kind(
             f"Expected argument `weights` to be the weights file of protocol {protocol.name!r} "
-            f"({_expected(protocol)}), but {str(path)!r} does not exist; {_where(protocol)}"
+            f"({_expected(protocol)}), but {str(path)!r} {what}; {_where(protocol)}"
         )
     problem = weights_problem(protocol, path)
     if problem is not None:
@@ -100,17 +109,34 @@ def check_weights_file(protocol: Protocol, path: Any) -> Path:
     return path
 
 
+def _unpublished_code(protocol: Protocol, path: Path) -> Optional[str]:
+    """Why a TorchScript file found by name is not taken (it is code), or None when its SHA-256 is published."""
+    if not is_torchscript_file(path):
+        return None
+    sha = file_sha256(path)
+    if any(sha.startswith(known.lower()) for known in protocol.weights_sha256):
+        return None
+    return (
+        f"it is a TorchScript archive, which is code: found by name in a cache directory it is taken only when its "
+        f"SHA-256 is a published one, and {sha[:12]} is not; pass its path as `weights` to use it"
+    )
+
+
 def find_weights(protocol: Protocol) -> Path:
     """The first of the protocol's files in torch's hub cache that passes the check; errors say what to get."""
     hub = hub_checkpoint_dir()
     refused = []
     for name in protocol.weights_files:
         candidate = hub / name
-        if candidate.is_file():
-            problem = weights_problem(protocol, candidate)
-            if problem is None:
-                return candidate
-            refused.append(f"{candidate}: {problem}")
+        found = not_a_file(candidate)
+        if found is not None:
+            if found[0] is not FileNotFoundError or candidate.is_symlink():
+                refused.append(f"{candidate} {found[1]}")
+            continue
+        problem = weights_problem(protocol, candidate) or _unpublished_code(protocol, candidate)
+        if problem is None:
+            return candidate
+        refused.append(f"{candidate}: {problem}")
     seen = f" (refused: {'; '.join(refused)})" if refused else ""
     raise FileNotFoundError(
         f"Weights of protocol {protocol.name!r} not found in {hub}{seen} (lightning_prd never downloads weights): "
