@@ -43,6 +43,7 @@ trainer:
         num_samples: 48
         num_real: 40
         log_curves: false
+        verbose: false
         cache_dir: {root}/cache
         metric:
           prd: false
@@ -68,7 +69,7 @@ def test_the_callback_from_yaml_logs_its_scores(tmp_path):
     cli = _run_cli(tmp_path, CONFIG)
     cb = next(c for c in cli.trainer.callbacks if isinstance(c, PRDCallback))
     assert cb.real == "datamodule:train" and cb.num_samples == 48 and cb.sample_fn.__name__ == "sample_gaussian"
-    assert cb.metric.prd is None and cb.cache is not None
+    assert cb.metric.prd is None and cb.cache is not None and cb.verbose is False
     assert [h["epoch"] for h in cb.history] == [0, 1]
     for key in ("prd/precision", "prd/recall", "prd/density", "prd/coverage", "prd/frechet_distance"):
         assert torch.isfinite(cli.trainer.callback_metrics[key])
