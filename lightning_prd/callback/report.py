@@ -3,7 +3,7 @@
 The line names the epoch, precision, recall, density, coverage and the Fréchet distance (those the metric
 returned; a metric with none of them shows its first four scores) and the evaluation's wall time::
 
-    lightning_prd: epoch 3 · precision 0.712 · recall 0.655 · density 0.930 · coverage 0.810 · frechet_distance 12.3 · 4.2 s
+    lightning_prd: epoch 3 · precision 0.712 · recall 0.655 · density 0.930 · coverage 0.810 · 4.2 s
 
 It goes to ``rank_zero_info`` (the logger Lightning's own ``ModelCheckpoint(verbose=True)`` writes to, at
 level INFO), so it shows in the terminal with and without the progress bar, once per evaluation under DDP.
