@@ -24,6 +24,7 @@ from lightning_prd.callback.options import build_metric, check_bool, is_scalar, 
 from lightning_prd.callback.protocol import counts, metric_with, resolve, run_fingerprint, total_rows, warn_if_changed
 from lightning_prd.callback.publish import log_samples, log_scores, per_class_scalars, sample_grids, warn_no_grid
 from lightning_prd.callback.real_side import RealSide
+from lightning_prd.callback.refusals import reported
 from lightning_prd.callback.report import report_evaluation
 from lightning_prd.callback.rng import COMPUTE_STREAM, REAL_STREAM, fixed_rng, preserved_rng, stream_seed
 from lightning_prd.callback.schedule import (
@@ -47,6 +48,7 @@ SampleFn = Callable[[Any, int], Tensor]
 class PRDCallbackCore(RealSide):
     """Everything of :class:`PRDCallback` except its Lightning base class (see that class)."""
 
+    @reported  # a refused value ending the program (LightningCLI) is shown first and last
     def __init__(
         self,
         real: Union[str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]],
