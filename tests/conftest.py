@@ -1,5 +1,6 @@
 import os
 import sys
+import types
 
 import matplotlib
 import pytest
@@ -21,3 +22,28 @@ def both_tile_paths(request, monkeypatch):
     (``LIGHTNING_PRD_SCREEN``; spawned DDP workers inherit it), whatever this CPU has."""
     monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1" if request.param == "bf16-screen" else "0")
     return request.param
+
+
+@pytest.fixture
+def torchvision_importable(monkeypatch):
+    """``import torchvision`` succeeds: the installed one, else an empty stand-in module, for the checks an
+    extractor makes after finding torchvision and before building its network (its weights)."""
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        monkeypatch.setitem(sys.modules, "torchvision", types.ModuleType("torchvision"))
+
+
+@pytest.fixture
+def open_clip_importable(monkeypatch):
+    """``import open_clip`` succeeds: the installed one, else an empty stand-in (the checks before the network)."""
+    try:
+        import open_clip  # noqa: F401
+    except ImportError:
+        monkeypatch.setitem(sys.modules, "open_clip", types.ModuleType("open_clip"))
+
+
+@pytest.fixture
+def torchvision_missing(monkeypatch):
+    """``import torchvision`` raises ImportError, whether or not it is installed."""
+    monkeypatch.setitem(sys.modules, "torchvision", None)

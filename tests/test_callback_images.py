@@ -53,7 +53,9 @@ def test_image_grids_and_histogram_reach_tensorboard(tmp_path):
     acc.Reload()
     images = acc.Tags()["images"]
     assert "prd/samples/least_realistic" in images and "prd/samples/uncovered_real" in images
-    assert [e.step for e in acc.Images("prd/samples/least_realistic")] == [0, 1]
+    evaluations = [(e.step, e.value) for e in acc.Scalars("prd/epoch")]  # the evaluations' steps and epochs
+    assert [v for _, v in evaluations] == [0, 1]
+    assert [e.step for e in acc.Images("prd/samples/least_realistic")] == [s for s, _ in evaluations]
     grid = acc.Images("prd/samples/uncovered_real")[-1]
     assert grid.width == 2 + 8 * (6 + 2) and grid.height == 2 + 6 + 2  # 8 images of the missed mode, one row
     assert "prd/realism" in acc.Tags()["histograms"]

@@ -113,7 +113,9 @@ def test_per_class_scores_equal_the_oracle_and_name_the_dropped_class(tmp_path):
     acc = EventAccumulator(path)
     acc.Reload()
     events = acc.Scalars("prd/per_class/coverage/0")
-    assert [e.step for e in events] == [0, 1]
+    evaluations = [(e.step, e.value) for e in acc.Scalars("prd/epoch")]  # the evaluations' steps and epochs
+    assert [v for _, v in evaluations] == [0, 1]
+    assert [e.step for e in events] == [s for s, _ in evaluations]
     assert events[-1].value == pytest.approx(want[0]["coverage"], abs=1e-6)
     layouts = _layouts(logger.log_dir)
     charts = layouts[-1]["prd/per_class"]  # one chart per score, one line per class

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 import warnings
 
 import numpy as np
@@ -272,6 +273,18 @@ def test_bad_real_sources_raise_one_line_at_construction(tmp_path, make, error, 
     with pytest.raises(error, match=match) as info:
         PRDCallback(kwargs.pop("real"), **kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_an_image_folder_without_pillow_asks_for_pillow_alone(tmp_path, monkeypatch):
+    """Pillow alone: the ``images`` extra would also install the newest torchvision, and with it the newest torch."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.png").write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    monkeypatch.setitem(sys.modules, "PIL.Image", None)
+    with pytest.raises(ImportError) as info:
+        PRDCallback(str(tmp_path / "real"), feature_extractor="random-cnn")
+    message = str(info.value)
+    assert "argument `real`" in message and message.endswith("needs Pillow: pip install pillow")
 
 
 def test_unreadable_file_and_image_folder_without_extractor(tmp_path):

@@ -29,12 +29,13 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from test_callback import REAL, Tiny, trainer
 
 from lightning_prd.callback import PRDCallback
+from lightning_prd.runs.reader import load_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 SCALES = (2.0, 1.5, 1.0, 0.8, 0.6)  # a different generated distribution every epoch
 EPOCHS = len(SCALES)
-TAGS = ("prd/precision", "prd/recall", "prd/density", "prd/coverage")
+TAGS = ("prd/epoch", "prd/precision", "prd/recall", "prd/density", "prd/coverage")
 HERE = os.path.dirname(__file__)
 
 
@@ -140,8 +141,11 @@ def straight(tmp_path_factory):
 def _check_same_as_straight(straight, cb, events, table, raw_once=True):
     straight_cb, straight_events, straight_table = straight
     assert cb.history == straight_cb.history
+    assert [v for _, v in straight_events["prd/epoch"]] == list(range(EPOCHS))  # the reference: each epoch once,
+    steps = [s for s, _ in straight_events["prd/epoch"]]  # at the step of its end
+    assert steps == sorted(set(steps))
     for tag, seq in straight_events.items():
-        assert [s for s, _ in seq] == list(range(EPOCHS)), tag  # the reference: each epoch once
+        assert [s for s, _ in seq] == steps, tag
         if raw_once:
             assert events[tag] == seq, tag
         assert shown(events[tag]) == seq, tag
@@ -217,15 +221,20 @@ def test_sigkilled_run_resumed_from_its_last_checkpoint(tmp_path, monkeypatch, s
     saved = torch.load(last, weights_only=False)["callbacks"]["PRDCallback{'prefix': 'prd/'}"]
     assert [h["epoch"] for h in saved["history"]] == [0, 1, 2]
     before = _events(str(tmp_path / "tb" / "version_0"))
-    assert [s for s, _ in before["prd/coverage"]] == [0, 1, 2, 3]  # epoch 3 was logged after the checkpoint
+    assert [v for _, v in before["prd/epoch"]] == [0, 1, 2, 3]  # epoch 3 was logged after the checkpoint
+    assert [s for s, _ in before["prd/coverage"]] == [s for s, _ in before["prd/epoch"]]
 
     wb = _wandb(tmp_path, "resumed", monkeypatch)
     tb = _tb(tmp_path, "tb")
     cb = _cb()
     _fit(tmp_path, cb, EPOCHS, [tb, wb], ckpt_path=last)
     events = _events(tb.log_dir)
-    assert [s for s, _ in events["prd/coverage"]] == [0, 1, 2, 3, 3, 4]  # raw: epoch 3 twice on disk
+    assert [v for _, v in events["prd/epoch"]] == [0, 1, 2, 3, 3, 4]  # raw: epoch 3 twice on disk, at one step
+    assert [s for s, _ in events["prd/coverage"]] == [s for s, _ in events["prd/epoch"]]
     _check_same_as_straight(straight, cb, events, _wandb_table(wb), raw_once=False)
+    (run,) = load_runs([tb.log_dir])  # lightning-prd runs: each epoch once, the resumed run's value
+    assert [e for e, _ in run.scores["coverage"]] == list(range(EPOCHS))
+    assert [v for _, v in run.scores["coverage"]] == pytest.approx([h["coverage"] for h in cb.history], rel=1e-6)
 
 
 def test_checkpoint_state_is_compact(tmp_path):

@@ -322,6 +322,27 @@ def test_features_writes_what_evaluate_scores_like_the_folder(tmp_path, capfd):
     assert got["scores"] == want["scores"] and got["real"]["format"] == "lightning-prd"
 
 
+def test_features_takes_vectors_with_identity_and_evaluate_reads_the_npy_as_it_is(tmp_path, capfd):
+    np.save(tmp_path / "real.npy", REAL)
+    np.save(tmp_path / "fake.npy", FAKE)
+    out = tmp_path / "real.npz"
+    assert (
+        main(["features", "--real", str(tmp_path / "real.npy"), "--extractor", "identity", "--out", str(out), "-q"])
+        == 0
+    )
+    ref = read_reference(out)
+    assert ref.extractor == "identity" and np.array_equal(ref.features.numpy(), REAL)
+    fake = ["--fake", str(tmp_path / "fake.npy"), *QUICK]
+    plain = _scores(tmp_path, "evaluate", "--real", str(tmp_path / "real.npy"), *fake, name="plain")
+    embedded = _scores(tmp_path, "evaluate", "--real", str(out), *fake, name="embedded")
+    assert plain["scores"] == embedded["scores"] and plain["real"]["num_samples"] == len(REAL)
+    capfd.readouterr()
+    assert main(["features", "--help"]) == 0
+    text = " ".join(capfd.readouterr().out.split())
+    assert "an image folder or a file of images, or a file of vectors [N, D] (--extractor identity)" in text
+    assert "A plain .npy of features needs no features run" in text
+
+
 def test_features_of_a_guided_diffusion_batch_equal_those_of_its_images(tmp_path):
     images = _write_images(tmp_path / "real", 16, seed=5)
     np.savez(

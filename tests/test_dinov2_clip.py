@@ -25,7 +25,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import textwrap
+import types
 from pathlib import Path
 
 import numpy as np
@@ -242,7 +244,7 @@ def test_clip_cmmd_preprocessing_equals_the_cmmd_code(h, w):
     assert float((got - want).abs().max()) <= 1e-6 * float(want.max() - want.min())
 
 
-def test_clip_weights_are_required_and_exclusive(tmp_path):
+def test_clip_weights_are_required_and_exclusive(tmp_path, open_clip_importable):
     with pytest.raises(FileNotFoundError, match="timm/vit_large_patch14_clip_336.openai"):
         CLIPFeatures()
     with pytest.raises(ValueError, match="Expected one of `weights`, `pretrained` and `random_init`"):
@@ -253,10 +255,24 @@ def test_clip_weights_are_required_and_exclusive(tmp_path):
         CLIPFeatures(random_init=True, resize="squash")
 
 
-@pytest.mark.skipif(HAS_OPEN_CLIP, reason="open_clip is installed")
-def test_clip_without_open_clip_says_what_to_install():
-    with pytest.raises(ImportError, match="pip install open_clip_torch"):
+def test_clip_without_open_clip_says_what_to_install(monkeypatch):
+    """open_clip needs torchvision: the one built for the installed torch comes first, so pip keeps that torch."""
+    monkeypatch.setitem(sys.modules, "open_clip", None)
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    with pytest.raises(ImportError) as info:
         CLIPFeatures(random_init=True)
+    message = str(info.value)
+    want = "torchvision==0.28.0 --index-url https://download.pytorch.org/whl/cpu && pip install open_clip_torch"
+    assert want in message and "\n" not in message
+
+
+def test_clip_checks_open_clip_before_the_weights(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "open_clip", None)
+    for kwargs in ({}, {"weights": tmp_path / "missing.bin"}):  # no weights given; a file that is not there
+        with pytest.raises(ImportError, match="needs open_clip"):
+            CLIPFeatures(**kwargs)
+    with pytest.raises(ValueError, match="Expected one of `weights`, `pretrained` and `random_init`"):
+        CLIPFeatures(tmp_path / "w.bin", random_init=True)  # a contradiction in the arguments is said first
 
 
 @pytest.fixture(scope="module")
@@ -337,7 +353,6 @@ TINY_CLIP = {  # a tiny open_clip configuration (registered for the test): fast 
 @needs_open_clip
 def test_clip_weights_file_loads_with_its_sha256_and_tags_come_from_the_cache(tmp_path, monkeypatch):
     import sys
-    import types
 
     import open_clip
 

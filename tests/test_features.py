@@ -30,8 +30,6 @@ from lightning_prd.features import (
 )
 from lightning_prd.features.images import resolve_weights
 
-HAS_TORCHVISION = __import__("importlib").util.find_spec("torchvision") is not None
-
 
 @pytest.fixture
 def empty_hub(tmp_path, monkeypatch):
@@ -210,7 +208,7 @@ def test_register_extractor():
         register_extractor("a:b", Identity)
 
 
-# ---------------------------------------------------------------------------- weights (no torchvision needed)
+# ---------------------------------------------------------------------------- weights (torchvision found or stood in)
 @pytest.mark.parametrize(
     ("name", "filename", "url"),
     [
@@ -222,7 +220,7 @@ def test_register_extractor():
         ("vgg16", "vgg16-397923af.pth", "https://download.pytorch.org/models/vgg16-397923af.pth"),
     ],
 )
-def test_missing_weights_message_says_what_and_where(empty_hub, name, filename, url):
+def test_missing_weights_message_says_what_and_where(empty_hub, torchvision_importable, name, filename, url):
     with pytest.raises(FileNotFoundError) as info:
         get_extractor(name)
     message = str(info.value)
@@ -231,7 +229,7 @@ def test_missing_weights_message_says_what_and_where(empty_hub, name, filename, 
     assert "--weights" in message and "\n" not in message
 
 
-def test_missing_weights_file_names_the_path(tmp_path, empty_hub):
+def test_missing_weights_file_names_the_path(tmp_path, empty_hub, torchvision_importable):
     missing = tmp_path / "nope.pth"
     with pytest.raises(FileNotFoundError, match="nope.pth") as info:
         get_extractor("inception", weights=str(missing))
@@ -253,11 +251,46 @@ def test_resolve_weights_finds_hub_cache_and_local_files(tmp_path, empty_hub):
     assert resolve_weights(state, random_init=False, **kw) is state
 
 
-@pytest.mark.skipif(HAS_TORCHVISION, reason="checks the message shown when torchvision is missing")
-def test_missing_torchvision_names_the_extra():
-    for name in ("inception",):
-        with pytest.raises(ImportError, match=r"lightning-prd\[images\]"):
-            get_extractor(name, random_init=True)
+# ---------------------------------------------------------------------------- torchvision: what to install
+@pytest.mark.parametrize(
+    ("torch_version", "command"),
+    [
+        ("2.13.0+cpu", "pip install torchvision==0.28.0 --index-url https://download.pytorch.org/whl/cpu"),
+        ("2.14.1", "pip install torchvision==0.29.1"),
+        ("2.9.1+cu128", "pip install torchvision==0.24.1 --index-url https://download.pytorch.org/whl/cu128"),
+        ("2.1.2", "pip install torchvision==0.16.2"),
+        ("2.6.0+rocm6.1", "pip install torchvision==0.21.0 --index-url https://download.pytorch.org/whl/rocm6.1"),
+    ],
+)
+def test_the_torchvision_command_keeps_the_installed_torch(monkeypatch, torchvision_missing, torch_version, command):
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    with pytest.raises(ImportError) as info:
+        get_extractor("inception", random_init=True)
+    message = str(info.value)
+    assert f": {command} (" in message and f"torch {torch_version}" in message and "\n" not in message
+    assert "lightning-prd[images]" not in message and "'[images]'" not in message
+
+
+@pytest.mark.parametrize("torch_version", ["2.15.0.dev20261201+cpu", "2.0.1", "2.14.0a0+git1234abc"])
+def test_a_torch_outside_the_release_pattern_gets_no_pinned_command(monkeypatch, torchvision_missing, torch_version):
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    with pytest.raises(ImportError) as info:
+        get_extractor("inception", random_init=True)
+    message = str(info.value)
+    assert f"the torchvision release built for torch {torch_version}" in message
+    assert "torchvision==" not in message and "lightning-prd[images]" not in message
+
+
+def test_torchvision_is_checked_before_the_weights(tmp_path, empty_hub, torchvision_missing, monkeypatch):
+    """Missing weights and missing torchvision: torchvision is reported, so the user installs it first."""
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    for kwargs in ({}, {"weights": str(tmp_path / "missing.pth")}):  # hub cache empty; a file that is not there
+        with pytest.raises(ImportError, match=r"needs torchvision.*torchvision==0\.28\.0"):
+            get_extractor("inception", **kwargs)
+    empty_hub.mkdir(parents=True)
+    (empty_hub / "pt_inception-2015-12-05-6726825d.pth").write_bytes(b"")  # only the FID weights in the hub
+    with pytest.raises(ImportError, match="needs torchvision"):
+        get_extractor("inception")
 
 
 def test_dinov2_needs_local_repo(tmp_path, empty_hub):
@@ -290,7 +323,7 @@ def test_dinov2_from_a_local_hub_repo(tmp_path, empty_hub):
     torch.testing.assert_close(loaded(images), net(images))
 
 
-def test_clip_errors_and_wiring(monkeypatch, tmp_path):
+def test_clip_errors_and_wiring(monkeypatch, tmp_path, open_clip_importable):
     with pytest.raises(FileNotFoundError, match="open_clip_model.safetensors"):  # the default arch's file (CMMD's)
         get_extractor("clip")
     with pytest.raises(ValueError, match="one of"):

@@ -401,7 +401,7 @@ def test_torchscript_is_driven_as_nvlabs_and_clean_fid_drive_it(standin_file):
     assert nvlabs(x8[:0]).shape == (0, 2048)
 
 
-def test_torchscript_refuses_what_it_cannot_give(standin_file):
+def test_torchscript_refuses_what_it_cannot_give(standin_file, torchvision_importable):
     path, _ = standin_file
     with pytest.raises(ValueError, match="pytorch-fid"):
         FIDInceptionFeatures(path, resize="pytorch-fid")
@@ -412,7 +412,7 @@ def test_torchscript_refuses_what_it_cannot_give(standin_file):
 
 
 # ---------------------------------------------------------------------------- "inception" refuses FID weights
-def test_inception_refuses_the_fid_weights(tmp_path, empty_hub, random_state):
+def test_inception_refuses_the_fid_weights(tmp_path, empty_hub, random_state, torchvision_importable):
     path = _fid_file(tmp_path / PFID, random_state)
     with pytest.raises(ValueError, match=r"fid-inception") as err:
         InceptionV3Features(weights=str(path))

@@ -110,13 +110,16 @@ def test_tensorboard_scalars_pr_curves_figures_and_layout(tmp_path):
     acc = EventAccumulator(path, size_guidance={S: 0, TENSORS: 0, IMAGES: 0})
     acc.Reload()
 
+    # Lightning's step at each epoch's end (its last batch), with the epoch beside it
+    steps = [e.step for e in acc.Scalars("prd/epoch")]
+    assert [e.value for e in acc.Scalars("prd/epoch")] == list(range(EPOCHS)) and steps == sorted(set(steps))
     for name in SCALARS:
         events = acc.Scalars(f"prd/{name}")
-        assert [e.step for e in events] == list(range(EPOCHS))  # the epoch is the step
+        assert [e.step for e in events] == steps
         assert [e.value for e in events] == pytest.approx([h[name] for h in cb.history], rel=1e-6)
 
     curves = acc.Tensors("prd/prd_curve")
-    assert [c.step for c in curves] == list(range(EPOCHS))
+    assert [c.step for c in curves] == steps
     data = tensor_util.make_ndarray(curves[-1].tensor_proto)  # rows: TP, FP, TN, FN, precision, recall
     assert data.shape == (6, MAX_PR_POINTS)
     assert (data[0] + data[1] > 0).all()  # the PR plugin trims trailing points with TP + FP == 0
@@ -129,7 +132,7 @@ def test_tensorboard_scalars_pr_curves_figures_and_layout(tmp_path):
 
     for fig in ("prd_curve", "alpha_beta", "trajectory"):
         images = acc.Images(f"prd/figures/{fig}")
-        assert [i.step for i in images] == list(range(EPOCHS))
+        assert [i.step for i in images] == steps
         assert images[0].width > 100 and images[0].encoded_image_string[:4] == b"\x89PNG"
 
     (config,) = acc.Tensors("custom_scalars__config__")  # written once

@@ -2,7 +2,7 @@
 
 Trains ``examples/gan_ring.py`` twice (seeds 0 and 1) into a temporary log directory, starts
 TensorBoard on localhost, and takes headless-Chromium screenshots of the Scalars, Custom
-Scalars, Images and PR Curves dashboards into ``docs/img/tb_*.png`` (palette PNGs, each well
+Scalars, HParams, Images and PR Curves dashboards into ``docs/img/tb_*.png`` (palette PNGs, each well
 under 300 KB). Needs ``chromium`` on the PATH (Debian: ``apt-get install chromium``; or set
 ``CHROMIUM=/path/to/chrome``) and ``tensorboard`` (a dependency of the package).
 
@@ -39,8 +39,13 @@ LOCAL_SETTINGS = '<script>localStorage.setItem("_ignoreYOutliers", "false");</sc
 
 #: (file name, TensorBoard URL fragment): what each screenshot shows.
 VIEWS = (
-    ("tb_scalars", "scalars&tagFilter=%5Eprd%2F(precision%7Crecall%7Cdensity%7Ccoverage)%24&_smoothingWeight=0"),
+    # the scores beside the losses: one x axis, Lightning's step
+    (
+        "tb_scalars",
+        "scalars&tagFilter=%5E(loss%2F.*%7Cprd%2F(precision%7Crecall%7Cdensity%7Ccoverage))%24&_smoothingWeight=0",
+    ),
     ("tb_custom_scalars", "custom_scalars"),
+    ("tb_hparams", "hparams"),  # the fingerprint and the scores, one row per run
     ("tb_images", "images&tagFilter=trajectory%7Cprd_curve"),
     ("tb_pr_curves", "pr_curves"),
 )

@@ -39,10 +39,20 @@ from lightning_prd.callback.sources import draw, draw_labelled, fake_role, gener
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
-from lightning_prd.loggers.factory import adapter_for
+from lightning_prd.loggers.factory import adapter_for, hold_sessions, release_sessions
 from lightning_prd.protocols import Protocol
 
 SampleFn = Callable[[Any, int], Tensor]
+
+
+def logged_step(trainer: Any, epoch_ended: bool) -> int:
+    """The step Lightning logs an epoch's metrics (``train_loss_epoch``, ``val_loss``) at: that of the epoch's last
+    training batch, its count of batches trained (``fit_loop.epoch_loop._batches_that_stepped``, the global step
+    when one optimizer steps per batch) less one after the epoch (``epoch_ended``; in validation the last batch is
+    not counted yet). Every logger gets an evaluation at it."""
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    stepped = int(getattr(loop, "_batches_that_stepped", trainer.global_step))
+    return max(stepped - 1, 0) if epoch_ended else stepped
 
 
 class PRDCallbackCore(RealSide):
@@ -153,10 +163,15 @@ class PRDCallbackCore(RealSide):
             self.fingerprint = self._restored_fingerprint = None
             if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the state
                 self.history, self.prd_curves, self._scored_step = [], [], None
+            hold_sessions(trainer.loggers)  # before the trainer logs the hyperparameters
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "fit":
+            release_sessions(trainer.loggers)
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if fitting(trainer) and validation_ends_epoch(trainer) and self._due(trainer.current_epoch):
-            self._evaluate(trainer, pl_module, trainer.current_epoch)
+            self._evaluate(trainer, pl_module, trainer.current_epoch, in_validation=True)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if not fitting(trainer):
@@ -194,7 +209,9 @@ class PRDCallbackCore(RealSide):
         """The fit ends (or ended) with weights that no evaluation has seen."""
         return self.evaluate_on_train_end and fitting(trainer) and self._scored_step != int(trainer.global_step)
 
-    def _evaluate(self, trainer: Any, pl_module: Any, epoch: int, final: bool = False) -> None:
+    def _evaluate(
+        self, trainer: Any, pl_module: Any, epoch: int, final: bool = False, in_validation: bool = False
+    ) -> None:
         """Score the module and publish the scores; the global RNG of every generator is restored after
         (:mod:`~lightning_prd.callback.rng`: seeded streams for the real side, the samples, ``compute``);
         with ``verbose``, one line of scores and wall time (:mod:`~lightning_prd.callback.report`)."""
@@ -202,7 +219,7 @@ class PRDCallbackCore(RealSide):
         with preserved_rng(pl_module.device):
             result = self._score(trainer, pl_module)
             self._scored_step = int(trainer.global_step)
-            self._publish(trainer, result, epoch, final)
+            self._publish(trainer, result, epoch, final, logged_step(trainer, epoch_ended=not in_validation))
         if self.verbose:
             report_evaluation(trainer, self.history[-1], time.perf_counter() - start, self.prefix)
 
@@ -234,6 +251,7 @@ class PRDCallbackCore(RealSide):
                         if keep:
                             self._images.append(samples.detach().cpu())
                         feats = self._features(samples, device, role=fake_role(name))
+                        self._check_statistics_width(feats, name)
                         extracted = self.feature_extractor is not None
                         update_fake(self.metric, feats, name, extracted=extracted, labels=labels)
                 if self.fingerprint is None:  # the first evaluation of the fit; a collective under DDP
@@ -254,8 +272,9 @@ class PRDCallbackCore(RealSide):
         return result
 
     def _publish(
-        self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False
+        self, trainer: Any, result: Mapping[str, Any], epoch: Optional[int] = None, final: bool = False, step: int = 0
     ) -> None:
+        """Record one evaluation of ``epoch`` and, on global rank 0, log it at ``step`` (:func:`logged_step`)."""
         epoch = int(trainer.current_epoch if epoch is None else epoch)
         self.last_result = {k: (v.detach().cpu() if isinstance(v, Tensor) else v) for k, v in result.items()}
         scalars = {k: float(v) for k, v in self.last_result.items() if is_scalar(v)}
@@ -270,7 +289,7 @@ class PRDCallbackCore(RealSide):
             for adapter in self._adapters:
                 adapter.restore(self.prd_curves, self.history)
                 if self.fingerprint is not None:  # once per fit and logger
-                    adapter.log_fingerprint(self.fingerprint, epoch)
+                    adapter.log_fingerprint(self.fingerprint, epoch, step)
         self.history.append({"epoch": epoch, **scalars, **({"final": True} if final else {})})
         if all(k in curves for k in PRD_KEYS):
             self.prd_curves.append(compact_prd(epoch, curves["prd_precision"], curves["prd_recall"]))
@@ -278,9 +297,9 @@ class PRDCallbackCore(RealSide):
         root = trainer.strategy.root_device
         trainer.callback_metrics.update({k: torch.tensor(v, device=root) for k, v in prefixed.items()})
         if trainer.is_global_zero:
-            self._log(trainer, prefixed, curves, epoch)
+            self._log(prefixed, curves, epoch, step)
             if self.log_images or self.log_closest_pairs:
-                self._log_samples(trainer, epoch)
+                self._log_samples(trainer, epoch, step)
 
     def _take_fingerprint(self, device: torch.device, rank: int, dtype: Optional[torch.dtype]) -> None:
         """:attr:`fingerprint`, with the real rows of every rank (a statistics file: its sample count)."""
@@ -295,7 +314,7 @@ class PRDCallbackCore(RealSide):
         if rank == 0:
             warn_if_changed(self._restored_fingerprint, self.fingerprint)
 
-    def _log_samples(self, trainer: Any, epoch: int) -> None:
+    def _log_samples(self, trainer: Any, epoch: int, step: int) -> None:
         """Rank 0: the sample grids and realism histogram (:func:`~lightning_prd.callback.publish.sample_grids`)
         and the grid of closest pairs (:func:`~lightning_prd.callback.closest_pairs.pair_grid`)."""
         grids: Dict[str, np.ndarray] = {}
@@ -317,7 +336,7 @@ class PRDCallbackCore(RealSide):
             else:
                 grids["closest_pairs"] = grid
         self._pairs = None
-        log_samples(self._adapters or [], grids, histograms, epoch)
+        log_samples(self._adapters or [], grids, histograms, epoch, step)
 
     def _gather_pairs(self, result: Mapping[str, Any], rank: int, world: int) -> Any:
         """Rank 0's samples of the closest pairs (every rank takes part; none for real features from a file)."""
@@ -325,8 +344,7 @@ class PRDCallbackCore(RealSide):
             return None
         return gather_pairs(result, self._images, lambda: self._real_chunks(rank, world), self._real_rows, rank, world)
 
-    def _log(self, trainer: Any, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int) -> None:
-        step = int(getattr(getattr(trainer.fit_loop, "epoch_loop", None), "_batches_that_stepped", trainer.global_step))
+    def _log(self, scalars: Dict[str, float], curves: Dict[str, np.ndarray], epoch: int, step: int) -> None:
         adapters = self._adapters or []  # built in _publish on global zero, the only rank that logs
         self._warned_curves = log_scores(
             adapters, scalars, curves, self.history, epoch, step, log_curves=self.log_curves, warned=self._warned_curves

@@ -5,7 +5,7 @@ sorted path order; ``num_real`` keeps the first ones. Rank ``r`` of ``W`` decode
 (:func:`~lightning_prd.callback.sharding.rank_shard`), in batches of ``batch_size``, each image
 converted to RGB and given as uint8 ``[B, 3, H, W]``. A batch whose images differ in size is resized
 to the extractor's ``input_size`` (float in [0, 1], bilinear, antialiased), as ``lightning-prd
-evaluate`` does; without an ``input_size`` it raises. Reading needs Pillow (the ``images`` extra).
+evaluate`` does; without an ``input_size`` it raises. Reading needs Pillow (``pip install pillow``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ def require_pillow(folder: str, name: str = "real") -> None:
         import PIL.Image  # noqa: F401
     except ImportError as err:
         raise ImportError(
-            f"Reading the image folder of argument `{name}` ({folder}) needs Pillow: "
-            "pip install 'lightning-prd[images]'"
+            f"Reading the image folder of argument `{name}` ({folder}) needs Pillow: pip install pillow"
         ) from err
 
 

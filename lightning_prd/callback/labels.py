@@ -31,6 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.per_class import distinct_class_keys
+
 
 def class_labels(value: Any, what: str, rows: Optional[int]) -> Tensor:
     """``value`` as a 1-D int64 CPU tensor of ``rows`` labels (any length when ``rows`` is None); errors name
@@ -106,8 +108,9 @@ def relabel(features: Iterable[Tensor], seen: List[Optional[Tensor]]) -> Iterato
 
 def check_class_names(value: Any) -> Optional[Dict[int, str]]:
     """``class_names`` as ``{label: name}``: a sequence (class ``i`` is named ``value[i]``) or a mapping of
-    integer labels to names, or None. Names are non-empty strings without ``/`` (they end a chart's tag),
-    distinct; errors name ``class_names`` and the value.
+    integer labels to names, or None. Names are non-empty strings without ``/`` (they end a chart's tag), and
+    every class keeps its own key: no name is another class's number or reads as another class's name
+    (:func:`~lightning_prd.functional.per_class.distinct_class_keys`); errors name ``class_names`` and the value.
 
     Example:
         >>> check_class_names(["cat", "dog"]), check_class_names({3: "truck"})
@@ -134,6 +137,5 @@ def check_class_names(value: Any) -> Optional[Dict[int, str]]:
                 f"for class {int(label)}"
             )
         out[int(label)] = name
-    if len(set(out.values())) != len(out):
-        raise ValueError(f"Expected argument `class_names` to hold distinct names, but got {value!r}")
+    distinct_class_keys(out, "class_names")
     return out

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from lightning_prd.features.registry import available_extractors, get_extractor
+from lightning_prd.features.registry import UnknownExtractorError, get_extractor
 from lightning_prd.functional.engine.inputs import non_finite_rows
 from lightning_prd.metrics.generative import GenerativeMetrics
 
@@ -94,12 +94,12 @@ def resolve_extractor(value: Any) -> Tuple[Any, Optional[str]]:
         return value, None
     try:
         extractor = get_extractor(name, **options)
+    except UnknownExtractorError as err:
+        raise TypeError(
+            f"Expected argument `feature_extractor` to be one of {err.known}, 'module:callable', "
+            f"a dict with a 'name' or a callable, but got {value!r}"
+        ) from err
     except (ValueError, TypeError, ImportError, OSError) as err:
-        if str(err).startswith("Expected argument `name`"):  # an unknown name
-            raise TypeError(
-                f"Expected argument `feature_extractor` to be one of {available_extractors()}, 'module:callable', "
-                f"a dict with a 'name' or a callable, but got {value!r}"
-            ) from err
         raise TypeError(f"Expected argument `feature_extractor` {value!r} to build an extractor, but {err}") from err
     return extractor, name.strip()  # built from a weights file, it carries the file's SHA-256 (get_extractor)
 

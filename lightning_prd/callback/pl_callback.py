@@ -220,12 +220,13 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     "prd/coverage", mode="max")`` works; for early stopping use
     :class:`~lightning_prd.callback.PRDEarlyStopping`, whose patience counts evaluations, as a plain
     ``EarlyStopping`` fails on the epochs ``every_n_epochs`` skips) and, from rank 0, to every logger:
-    TensorBoard with the epoch as step; W&B with a ``Pepoch`` step metric and best-value
-    summaries; CSV and other loggers through ``log_metrics`` with an ``epoch`` column. Curves
+    TensorBoard at the step Lightning logs the epoch's own metrics at (that of its last training batch), with
+    ``Pepoch`` at that step; W&B with a ``Pepoch`` step metric, ``trainer/global_step`` and best-value
+    summaries; CSV and other loggers through ``log_metrics`` at that step with an ``epoch`` column. Curves
     (when ``log_curves``; PRD from ``prd_precision``/``prd_recall``, α/β from ``alphas``,
     ``alpha_precision_curve``, ``beta_recall_curve``):
 
-    * ``Pprd_curve``: TensorBoard PR-curve dashboard entry per epoch; W&B line chart over an
+    * ``Pprd_curve``: TensorBoard PR-curve dashboard entry per evaluation; W&B line chart over an
       accumulated table (one line per epoch);
     * ``Pfigures/prd_curve``, ``Pfigures/alpha_beta``, ``Pfigures/trajectory`` (precision over
       recall across epochs): TensorBoard images, W&B ``wandb.Image``;
@@ -246,9 +247,11 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     ``weights_sha256``, ``resize``, ``quantisation``, ``input_size``, ``dtype`` (of the k-NN distances),
     ``num_real`` (the real rows every rank fed to the metric together) and ``num_fake``, ``k``
     (precision/recall's) and ``k_density_coverage``, ``ball``, ``version``. It is logged once per fit, from
-    rank 0, to every logger before the first scores: TensorBoard hyperparameters ``Pfingerprint/<field>`` and
-    the text ``Pfingerprint``; W&B ``run.config["Pfingerprint"]``; CSV ``fingerprint.json`` (and
-    ``hparams.yaml``); other loggers ``log_hyperparams``. ``lightning-prd runs`` shows it per run and warns
+    rank 0, to every logger before the first scores: TensorBoard's *HParams* tab (``Pfingerprint/<field>`` beside
+    the module's hyperparameters, the scores as metrics, with either ``default_hp_metric``:
+    :mod:`~lightning_prd.loggers.tensorboard_hparams`), ``hparams.yaml`` and the text ``Pfingerprint``; W&B
+    ``run.config["Pfingerprint"]``; CSV ``fingerprint.json`` and ``hparams.yaml``; other loggers
+    ``log_hyperparams``. ``lightning-prd runs`` shows it per run and warns
     when the runs compared differ in it. A protocol whose real count the real set does not reach is warned
     about once.
 

@@ -34,7 +34,7 @@ def log_scores(
     for adapter in adapters:
         adapter.log_scalars(scalars, epoch, step)
         if log_curves:
-            adapter.log_curves(curves, history, epoch)
+            adapter.log_curves(curves, history, epoch, step)
         adapter.flush()
     blind = [type(a.logger).__name__ for a in adapters if not a.supports_curves]
     if log_curves and not warned and (blind or not adapters):
@@ -57,13 +57,14 @@ def log_samples(
     grids: Mapping[str, np.ndarray],
     histograms: Mapping[str, np.ndarray],
     epoch: int,
+    step: int,
 ) -> None:
     """Hand the image grids (``log_images``' and ``log_closest_pairs``') and histograms of one evaluation to
     every adapter, in one call each, and flush it."""
     if not grids and not histograms:
         return
     for adapter in adapters:
-        adapter.log_samples(grids, histograms, epoch)
+        adapter.log_samples(grids, histograms, epoch, step)
         adapter.flush()
 
 

@@ -8,7 +8,8 @@ that are samples (through the disk cache when there is one) and hands the featur
 :mod:`~lightning_prd.callback.labels`). A file's features go to the metric as they are; a statistics file's
 mean and covariance go to ``metric.set_real_statistics`` before every evaluation.
 
-The held-out set ``test`` takes every form ``real`` takes but statistics, is read and embedded the same way
+The held-out set ``test`` takes every form ``real`` takes but statistics and ``real`` itself, is read and
+embedded the same way
 (each rank its block, never through the disk cache) and goes to ``metric.update(..., role="test")``. A
 failure leaves no half-read real or test set behind.
 """
@@ -26,6 +27,7 @@ from lightning_prd.callback.real_sources import (
     DATAMODULE,
     RealSource,
     bind_datamodule,
+    check_held_out,
     check_network,
     check_statistics_serve,
     resolve_real,
@@ -74,6 +76,8 @@ class RealSide:
         if source.kind == "statistics":
             check_statistics_serve(source, self.metric, self.log_images, getattr(self, "log_closest_pairs", 0))
         check_network(source, self._extractor_name, self.feature_extractor)
+        if self._test_source is not None:
+            check_held_out(value, source, self._test, self._test_source, self.feature_extractor is None)
         self._real, self._source = value, source
 
     @property
@@ -93,6 +97,7 @@ class RealSide:
                 f"({source.reference.source if source.reference else 'a file'}) holds only a mean and covariance"
             )
         check_network(source, self._extractor_name, self.feature_extractor, name="test")
+        check_held_out(self._real, self._source, value, source, self.feature_extractor is None)
         self._test, self._test_source = value, source
 
     def _set_real_labels(self, value: Any) -> None:
@@ -192,6 +197,21 @@ class RealSide:
             self._clear_real()  # no half-extracted real set survives a failure
             raise
         self._real_ready = True
+
+    def _check_statistics_width(self, feats: Tensor, generator: str) -> None:
+        """Generated features ``feats`` (of ``generator``, e.g. ``sample_fn``) of the width of a statistics file's
+        mean, when ``real`` is one; ``ValueError`` naming both widths, the file and the generator."""
+        ref = self._source.reference
+        if self._source.kind != "statistics" or ref is None or ref.mean is None or feats.ndim != 2:
+            return  # (features of another shape are left to the metric's own checks)
+        width = feats.shape[1]
+        if width != ref.mean.shape[0]:
+            made = "`feature_extractor`'s features of" if self.feature_extractor is not None else "the features of"
+            raise ValueError(
+                f"Expected {made} the generated samples of `{generator}` to have the {ref.mean.shape[0]} features of "
+                f"the statistics of argument `real` ({self._source.path}, {ref.source}), but got {width} "
+                f"(shape {tuple(feats.shape)})"
+            )
 
     def _feed(self, feats: Tensor, role: str, labels: Optional[Tensor]) -> None:
         """``metric.update`` of one chunk of the ``role`` set; its errors name the callback's argument."""

@@ -20,17 +20,19 @@ value of none of the forms below:
 
 A file that says which network made its features is checked against ``feature_extractor``
 (:func:`check_network`). The held-out ``test`` argument is resolved by the same functions (``name="test"``,
-so errors name it); a statistics file cannot serve it.
+so errors name it); a statistics file cannot serve it, nor can the set ``real`` itself (:func:`check_held_out`).
 """
 
 from __future__ import annotations
 
+import filecmp
 import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional
 
+import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_prd.callback.image_folder import require_pillow
@@ -258,3 +260,39 @@ def check_network(source: RealSource, extractor_name: Optional[str], extractor: 
 
 def _warn(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=5)  # the caller of PRDCallback(...)
+
+
+def check_held_out(
+    real: Any, real_source: RealSource, test: Any, test_source: RealSource, identity: bool = False
+) -> None:
+    """``ValueError`` when the held-out ``test`` is the training set ``real`` itself: the same object, the same
+    datamodule split, the same file or folder (by its resolved identity, as :func:`os.path.samefile`), a file
+    of the same bytes, equal tensors, or a features file holding ``real``'s very features (also against a
+    tensor of samples when ``identity``: no ``feature_extractor``, samples are features). A held-out set must
+    be real samples the model was not trained on; ``real`` itself would score as no memorisation."""
+    same = ""
+    if real_source.kind == "datamodule" or test_source.kind == "datamodule":
+        same = "the same datamodule loader" if real_source.split == test_source.split != "" else ""
+    elif real_source.path and test_source.path:
+        if os.path.samefile(real_source.path, test_source.path):
+            same = "the same file" if os.path.isfile(real_source.path) else "the same folder"
+        elif os.path.isfile(real_source.path) and os.path.isfile(test_source.path):
+            same = "a file of the same content" if filecmp.cmp(real_source.path, test_source.path, False) else ""
+    elif test is real:
+        same = "the same object"
+    elif isinstance(real, DataLoader) and isinstance(test, DataLoader) and test.dataset is real.dataset:
+        same = "a loader of the same dataset"
+    comparable = identity or real_source.embedded == test_source.embedded
+    if not same and comparable and _equal_rows(real_source.rows, test_source.rows):
+        same = "the same samples" if real_source.embedded else "the same features"
+    if same:
+        shown = f"{test_source.path} and {real_source.path}" if test_source.path else type(test).__name__
+        shown = repr(test) if isinstance(test, str) else shown
+        raise ValueError(
+            f"Expected argument `test` to be a held-out real set the model was not trained on, but it is {same} as "
+            f"argument `real` ({shown}); pass real samples kept out of training"
+        )
+
+
+def _equal_rows(a: Any, b: Any) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)

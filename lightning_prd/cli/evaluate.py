@@ -59,6 +59,7 @@ from lightning_prd.cli.protocol import (
     warn_if_short,
 )
 from lightning_prd.cli.reference import BY_CONTENT, load_set
+from lightning_prd.features.registry import UnknownExtractorError
 from lightning_prd.functional.engine.families import families
 from lightning_prd.protocols import Protocol, get_protocol
 
@@ -292,10 +293,16 @@ def _device(text: str) -> torch.device:
     return device
 
 
+def _unknown_extractor(err: UnknownExtractorError) -> CLIError:
+    return CLIError(f"--extractor {err.name}: not an extractor (use one of {', '.join(err.known)}, or module:callable)")
+
+
 def _extractor(args: argparse.Namespace, device: torch.device, protocol: Optional[Protocol] = None) -> Any:
     if protocol is not None:
         try:
             return build_extractor(protocol, args, device)
+        except UnknownExtractorError as err:  # --extractor beside a protocol that uses the features as given
+            raise _unknown_extractor(err) from err
         except (ValueError, TypeError, FileNotFoundError, ImportError, AttributeError) as err:
             raise CLIError(f"--protocol {protocol.name}: {' '.join(str(err).split())}") from err
     if args.extractor is None:
@@ -306,6 +313,8 @@ def _extractor(args: argparse.Namespace, device: torch.device, protocol: Optiona
 
     try:
         return get_extractor(args.extractor, weights=args.weights, device=device)
+    except UnknownExtractorError as err:
+        raise _unknown_extractor(err) from err
     except (ValueError, TypeError, FileNotFoundError, ImportError, AttributeError) as err:
         raise CLIError(f"--extractor {args.extractor}: {' '.join(str(err).split())}") from err
 

@@ -104,7 +104,8 @@ extractors (--extractor): {{extractors}}, or 'module:callable'
                https://download.pytorch.org/models/inception_v3_google-0cc3c7bd.pth
     vgg16      vgg16-397923af.pth
                https://download.pytorch.org/models/vgg16-397923af.pth
-  They need torchvision: pip install 'lightning-prd[images]'.
+  'inception' needs torchvision, the release built for the installed torch (torch 2.m.p:
+  torchvision 0.(m+15).p); without it the error gives the pip command that keeps your torch.
   'random-cnn' is a seeded random network for smoke tests, not for reporting.
 
 examples:
@@ -354,7 +355,10 @@ output:
 inputs (--real):
   folder/            PNG/JPEG images, searched recursively
   .npy / .npz / .pt  images [N, C, H, W] (uint8 0..255 or float 0..1); --key names the entry
+                     or vectors [N, D] with --extractor identity (or your own module:callable)
   VIRTUAL_*.npz      a guided-diffusion reference batch (arr_0 uint8 [N, H, W, 3]), by content
+  A plain .npy of features needs no features run: --real of evaluate and compare and
+  PRDCallback(real=...) read it as it is.
 
 examples:
   {PROG} features --real data/train_images --extractor inception --weights inception.pth --out real.npz
@@ -369,10 +373,15 @@ def _add_features(sub: Any, fmt: Any) -> None:
         help="embed a set once and write a features file with its provenance",
         formatter_class=fmt,
         epilog=FEATURES_EPILOG,
-        description="Embed the samples of --real (an image folder or a file of images) with --extractor and "
-        "write their features, with the extractor, its weights' SHA-256 and the preprocessing, to --out.",
+        description="Embed the samples of --real with --extractor (images with an image extractor, vectors with "
+        "identity) and write their features, with the extractor, its weights' SHA-256 and the preprocessing, to --out.",
     )
-    p.add_argument("--real", required=True, metavar="PATH", help="the samples: an image folder or a file of images")
+    p.add_argument(
+        "--real",
+        required=True,
+        metavar="PATH",
+        help="the samples: an image folder or a file of images, or a file of vectors [N, D] (--extractor identity)",
+    )
     p.add_argument(
         "--extractor", required=True, metavar="NAME", help="feature extractor: a registered name or module:callable"
     )

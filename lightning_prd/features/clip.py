@@ -37,7 +37,8 @@ CMMD, ``open_clip_model.safetensors`` (or ``open_clip_pytorch_model.bin``) of th
 repository ``timm/vit_large_patch14_clip_336.openai`` (open_clip's copy of OpenAI's
 ``ViT-L-14-336px.pt``, whose TorchScript archive is not loaded). ``pretrained=TAG`` (e.g.
 ``"openai"``) takes that tag's file from the local Hugging Face cache (``huggingface_hub`` needed).
-Needs the ``open_clip_torch`` package (and torchvision, which it imports).
+Needs the ``open_clip_torch`` package and torchvision, which it imports (the release built for the
+installed torch: :mod:`~lightning_prd.features.install_hint`).
 
 Example (needs open_clip):
     >>> import torch
@@ -67,6 +68,7 @@ from lightning_prd.features.dino_clip import (
     shorter_side,
 )
 from lightning_prd.features.images import ImageExtractor, file_sha256, seeded
+from lightning_prd.features.install_hint import torchvision_install_command
 from lightning_prd.features.resize import uint8_images
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -84,7 +86,9 @@ def _require_open_clip() -> Any:
         import open_clip
     except ImportError as err:
         raise ImportError(
-            "The CLIP extractor needs open_clip, which is not installed: pip install open_clip_torch"
+            f"The CLIP extractor needs open_clip, which is not installed: {torchvision_install_command()} && "
+            "pip install open_clip_torch (open_clip needs torchvision: the one built for the installed torch first, "
+            "or pip replaces that torch with the newest one)"
         ) from err
     return open_clip
 
@@ -116,7 +120,7 @@ def _cached_tag_file(arch: str, tag: str) -> Path:
     )
 
 
-def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) -> Optional[Path]:
+def _check_one_source(weights: Any, pretrained: Any, random_init: Any) -> None:
     if not isinstance(random_init, bool):
         raise ValueError(f"Expected argument `random_init` to be a bool, but got {random_init!r}")
     given = [n for n, v in (("weights", weights), ("pretrained", pretrained), ("random_init", random_init)) if v]
@@ -124,6 +128,10 @@ def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) ->
         raise ValueError(
             f"Expected one of `weights`, `pretrained` and `random_init` for CLIP, but got {' and '.join(given)}"
         )
+
+
+def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) -> Optional[Path]:
+    _check_one_source(weights, pretrained, random_init)
     if random_init:
         return None
     if pretrained is not None:
@@ -189,8 +197,9 @@ class CLIPFeatures(ImageExtractor):
             raise ValueError(f"Expected argument `normalize` to be a bool, but got {normalize!r}")
         if not isinstance(arch, str) or not arch:
             raise ValueError(f"Expected argument `arch` to be an open_clip model name, but got {arch!r}")
+        _check_one_source(weights, pretrained, random_init)
+        open_clip = _require_open_clip()  # what to install comes before which weights to fetch
         path = _weights_file(arch, weights, pretrained, random_init)
-        open_clip = _require_open_clip()
         with seeded(seed):
             model = open_clip.create_model(arch, pretrained=None if path is None else str(path))
         visual = model.visual  # the image tower: encode_image(x) == visual(x) before normalisation

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_prd.features.base import FeatureExtractor
+from lightning_prd.features.install_hint import missing_torchvision
 from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -389,14 +390,12 @@ def file_sha256(path: Union[str, os.PathLike[str]], chunk: int = 1 << 20) -> str
 
 
 def require_torchvision(model: str) -> Any:
-    """Import torchvision or raise ``ImportError`` naming the extra that installs it."""
+    """Import torchvision or raise ``ImportError`` giving the pip command of the torchvision built for the
+    installed torch (:func:`~lightning_prd.features.install_hint.torchvision_install_command`)."""
     try:
         import torchvision
     except ImportError as err:
-        raise ImportError(
-            f"The {model} extractor needs torchvision, which is not installed: "
-            f"pip install 'lightning-prd[images]' (pick the torchvision build matching your torch)"
-        ) from err
+        raise ImportError(missing_torchvision(f"The {model} extractor")) from err
     return torchvision
 
 

@@ -18,9 +18,11 @@ features that are neither FID features nor ImageNet features, so this extractor 
 without torchvision's file.
 
 Preprocessing: uint8 [0, 255] or float [0, 1] images, grayscale repeated to RGB, bilinear
-antialiased resize to 299 x 299, then ``(x - 0.5) / 0.5`` (inputs in [-1, 1]). Needs torchvision
-(``pip install 'lightning-prd[images]'``). Use it to compare your own models with each other on
-ImageNet features; to quote FID next to papers, use ``"fid-inception"`` with a named protocol.
+antialiased resize to 299 x 299, then ``(x - 0.5) / 0.5`` (inputs in [-1, 1]). Needs torchvision, the
+release built for the installed torch, checked before the weights are looked for (the error gives the
+pip command: :func:`~lightning_prd.features.install_hint.torchvision_install_command`). Use it to
+compare your own models with each other on ImageNet features; to quote FID next to papers, use
+``"fid-inception"`` with a named protocol.
 """
 
 from __future__ import annotations
@@ -92,6 +94,10 @@ class InceptionV3Features(ImageExtractor):
         seed: seeds ``random_init``.
         antialias: antialiased resize to 299 x 299.
 
+    Raises:
+        ImportError: torchvision is not installed (checked first; the message gives the pip command of
+            the torchvision built for the installed torch).
+
     Example (needs torchvision and the weights file)::
 
         extractor = InceptionV3Features(weights="~/weights/inception_v3_google-0cc3c7bd.pth")
@@ -103,6 +109,7 @@ class InceptionV3Features(ImageExtractor):
     def __init__(
         self, weights: WeightsArg = None, *, random_init: bool = False, seed: int = 0, antialias: bool = True
     ) -> None:
+        tv = require_torchvision("InceptionV3")  # what to install comes before which weights to fetch
         _check_hub_for_fid_only(weights, random_init)
         source = resolve_weights(
             weights, model="InceptionV3", filename=FILENAME, url=URL, random_init=random_init, also=ALSO_ACCEPTED
@@ -114,7 +121,6 @@ class InceptionV3Features(ImageExtractor):
         state = None if source is None else load_state_dict(source, "InceptionV3")
         if state is not None:
             _refuse_fid_weights(source, state)
-        tv = require_torchvision("InceptionV3")
         super().__init__(299, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), antialias=antialias)
         inception3 = tv.models.inception.Inception3
         if state is None:

@@ -37,10 +37,12 @@ and ``fd_dinov2`` -> ``"dinov2-vit-l14"``; guided-diffusion's ``mu``/``sigma`` -
 (pool_3 of the TF graph). The other layouts do not say (clean-fid, pytorch-fid and torch-fidelity
 put it in the file name only), and it is ``None``.
 
-Covariances are kept as written: pytorch-fid, clean-fid, torch-fidelity, EDM2 and guided-diffusion
-divide by ``N - 1`` (as :func:`~lightning_prd.functional.frechet_distance` does); NVlabs' FeatureStats
-by ``N`` (``raw_cov / N - mean mean^T``, as its ``get_mean_cov``). guided-diffusion's ``mu``/``sigma``
-come from the whole dataset and ``arr_0`` is a 10,000-image subset; its spatial ``mu_s``/``sigma_s``
+A covariance (``sigma``, or NVlabs' derived one) must be one up to rounding: symmetric, and no eigenvalue
+below -1e-6 of its trace (:func:`~lightning_prd.functional.frechet.covariance_defect`); the file is refused
+otherwise, naming it, when it is read. Covariances are kept as written: pytorch-fid, clean-fid, torch-fidelity,
+EDM2 and guided-diffusion divide by ``N - 1`` (as :func:`~lightning_prd.functional.frechet_distance` does);
+NVlabs' FeatureStats by ``N`` (``raw_cov / N - mean mean^T``, as its ``get_mean_cov``). guided-diffusion's
+``mu``/``sigma`` come from the whole dataset and ``arr_0`` is a 10,000-image subset; its spatial ``mu_s``/``sigma_s``
 (sFID) and dgm-eval's pickled ``hparams`` are not read. Pickles go through
 :mod:`lightning_prd.features.safe_pickle` and ``torch.save`` files through ``torch.load(weights_only=True)``:
 files from elsewhere are data, never code.
@@ -75,6 +77,7 @@ from torch import Tensor
 
 from lightning_prd.features.safe_pickle import CONTAINERS, FeatureStatsState, load_data, one_line, refused_global, sniff
 from lightning_prd.functional.engine.inputs import as_features, torch_compatible
+from lightning_prd.functional.frechet import covariance_defect
 
 #: ``provenance["format"]`` of the features files this package writes
 PROVENANCE_FORMAT = "lightning-prd/features"
@@ -338,7 +341,9 @@ def _features(value: Any, ctx: _Ctx, where: str) -> Tensor:
         raise ReferenceFileError(f"{err} (in {where} of {ctx.path})") from None
 
 
-def _moments(mu: Any, sigma: Any, ctx: _Ctx, where: str) -> Dict[str, Any]:
+def _moments(mu: Any, sigma: Any, ctx: _Ctx, where: str, raw: bool = False) -> Dict[str, Any]:
+    """``mean`` and ``cov`` in float64, finite, ``cov`` a covariance up to rounding (``raw``: second moments,
+    checked by the caller once the covariance is formed)."""
     mean = _tensor(mu, ctx, f"`mu` of {where}")
     cov = _tensor(sigma, ctx, f"`sigma` of {where}")
     ok = mean.ndim == 1 and mean.shape[0] >= 1 and tuple(cov.shape) == (mean.shape[0],) * 2
@@ -350,7 +355,15 @@ def _moments(mu: Any, sigma: Any, ctx: _Ctx, where: str) -> Dict[str, Any]:
     mean, cov = mean.to(torch.float64), cov.to(torch.float64)
     if not bool(torch.isfinite(mean).all() and torch.isfinite(cov).all()):
         raise ctx.fail(f"holds NaN or Inf in the statistics of {where}", "a file of finite statistics")
+    if not raw:
+        _check_covariance(cov, ctx, f"`sigma` of {where}")
     return {"mean": mean, "cov": cov}
+
+
+def _check_covariance(cov: Tensor, ctx: _Ctx, what: str) -> None:
+    defect = covariance_defect(cov)
+    if defect is not None:
+        raise ctx.fail(f"holds a covariance ({what}) that {defect}", "a file of statistics with a covariance matrix")
 
 
 def _text(value: Any) -> str:
@@ -412,9 +425,10 @@ def _nvlabs(names: List[str], get: Callable[[str], Any], ctx: _Ctx) -> Dict[str,
         if out["features"].shape[0] != n:
             raise ctx.fail(f"holds {out['features'].shape[0]} features but num_items={n}", "a FeatureStats cache")
     if "capture_mean_cov" in names and get("capture_mean_cov"):
-        raw = _moments(get("raw_mean"), get("raw_cov"), ctx, "`raw_mean`/`raw_cov`")
+        raw = _moments(get("raw_mean"), get("raw_cov"), ctx, "`raw_mean`/`raw_cov`", raw=True)
         mean = raw["mean"] / n  # FeatureStats.get_mean_cov: sums over N, then the biased covariance
         out.update(mean=mean, cov=raw["cov"] / n - torch.outer(mean, mean))
+        _check_covariance(out["cov"], ctx, "`raw_cov` / num_items - mean mean^T, as FeatureStats forms it")
     if len(out) == 1:
         raise ctx.fail("holds neither features (capture_all) nor statistics (capture_mean_cov)", "a FeatureStats cache")
     return out

@@ -44,6 +44,19 @@ from lightning_prd.features.images import RandomConvNet, file_sha256
 Factory = Callable[..., Any]
 
 
+class UnknownExtractorError(ValueError):
+    """An extractor name that is neither registered nor ``"module:callable"``.
+
+    ``get_extractor`` words it for its own argument, ``name``; a surface that takes the name under another
+    argument (the CLI's ``--extractor``, the callback's ``feature_extractor``) catches it and names that
+    argument instead, with :attr:`name` and :attr:`known`.
+    """
+
+    def __init__(self, name: str, known: List[str]) -> None:
+        self.name, self.known = name, known
+        super().__init__(f"Expected argument `name` to be one of {known} or 'module:callable', but got {name!r}")
+
+
 def _no_weights(name: str, weights: Any) -> None:
     if weights is not None:
         raise ValueError(f"The {name!r} extractor takes no weights, but got weights={weights!r}")
@@ -209,7 +222,7 @@ def get_extractor(
     fingerprint and the feature cache key read it).
 
     Raises:
-        ValueError: unknown name (the message lists the known ones).
+        UnknownExtractorError: unknown name, a ``ValueError`` (the message lists the known ones).
         FileNotFoundError: missing weights (the message says which file to put where).
         ImportError: a missing optional dependency (the message names the extra).
     """
@@ -221,9 +234,7 @@ def get_extractor(
     elif _IMPORT_NAME.match(name.strip()):
         extractor = _from_import(name.strip(), weights, options)
     else:
-        raise ValueError(
-            f"Expected argument `name` to be one of {available_extractors()} or 'module:callable', but got {name!r}"
-        )
+        raise UnknownExtractorError(name, available_extractors())
     if not callable(extractor):
         raise TypeError(
             f"Expected extractor {name!r} to be callable, but its factory returned {type(extractor).__name__}"

@@ -5,11 +5,21 @@ Local Nash Equilibrium", NeurIPS 2017. Computed in float64 from features; covari
 unbiased ``1 / (n - 1)`` normalisation, as ``numpy.cov`` and torchmetrics' FID do. Features of
 extreme range (beyond ``2^±100``) are scaled by an exact power of two before their moments are
 formed, so any finite features whose distance fits float64 give it; the rest raise ``ValueError``.
+
+**Covariances given as numbers** (a statistics file, :func:`check_statistics`,
+:func:`frechet_distance_from_moments`) must be covariances up to rounding (:func:`covariance_defect`):
+symmetric within ``COVARIANCE_TOLERANCE`` (1e-6) of their largest entry, and no eigenvalue below
+``-COVARIANCE_TOLERANCE`` times their trace (float32 rounding of a stored or computed covariance moves its
+eigenvalues by about 1e-9 of the trace); anything else raises ``ValueError``. Within that tolerance the
+negative eigenvalues of ``Σ_r`` are taken as 0. A result below 0 is reported as 0 only within the rounding of
+the formula, ``D (√ε (Tr Σ_r + Tr Σ_f) + 1e-6 Tr Σ_f)`` (ε: float64's machine epsilon; rank-deficient equal
+covariances come out near ``-1e-7 (Tr Σ_r + Tr Σ_f)``); below that it raises ``ValueError``: a clamped
+defect is never a score.
 """
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -17,6 +27,46 @@ from torch import Tensor
 from lightning_prd.functional.engine.inputs import value_range
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import gram64, mean64, unit_scale
+
+#: relative rounding tolerance of a covariance given as numbers (module docstring)
+COVARIANCE_TOLERANCE = 1e-6
+_SQRT_EPS = float(torch.finfo(torch.float64).eps) ** 0.5
+
+
+def covariance_defect(cov: Tensor) -> Optional[str]:
+    """Why the float64 ``cov`` ``[D, D]`` is no covariance beyond rounding, as a phrase to follow its name
+    (``"is not symmetric: ..."``), or ``None`` when it is one: symmetric within ``COVARIANCE_TOLERANCE`` of its
+    largest entry and no eigenvalue below ``-COVARIANCE_TOLERANCE`` times its trace (module docstring).
+
+    Example:
+        >>> import torch
+        >>> covariance_defect(torch.eye(3, dtype=torch.float64)) is None
+        True
+        >>> covariance_defect(torch.diag(torch.tensor([1.0, 1.0, -3.0], dtype=torch.float64)))
+        'has the eigenvalue -3, below -5e-06 (1e-06 of its trace, the rounding tolerance): no covariance'
+    """
+    largest = float(cov.abs().max()) if cov.numel() else 0.0
+    if largest == 0:
+        return None
+    gap = float((cov - cov.T).abs().max())
+    if gap > COVARIANCE_TOLERANCE * largest:
+        return (
+            f"is not symmetric: entries [i, j] and [j, i] differ by up to {gap:.3g}, beyond the rounding tolerance "
+            f"{COVARIANCE_TOLERANCE * largest:.3g} ({COVARIANCE_TOLERANCE:g} of its largest entry)"
+        )
+    unit = (cov + cov.T) / (2 * largest)  # entries within [-1, 1]: no overflow in the factorisation
+    floor = COVARIANCE_TOLERANCE * float(unit.diagonal().abs().sum())
+    shifted = unit + floor * torch.eye(unit.shape[0], dtype=unit.dtype, device=unit.device)
+    if floor > 0 and int(torch.linalg.cholesky_ex(shifted)[1]) == 0:  # every eigenvalue above -floor
+        return None
+    low = float(torch.linalg.eigvalsh(unit)[0])
+    if low >= -floor:  # (Cholesky's own rounding at the boundary)
+        return None
+    low, floor = low * largest, floor * largest
+    return (
+        f"has the eigenvalue {low:.3g}, below {-floor:.3g} ({COVARIANCE_TOLERANCE:g} of its trace, the rounding "
+        "tolerance): no covariance"
+    )
 
 
 def _mean_cov(x: Tensor, name: str, spread: float) -> Tuple[Tensor, Tensor, float]:
@@ -44,23 +94,31 @@ def _mean_cov(x: Tensor, name: str, spread: float) -> Tuple[Tensor, Tensor, floa
 def frechet_distance_from_moments(
     mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor, scale_r: float = 1.0, scale_f: float = 1.0
 ) -> Tensor:
-    r"""``||mu_r - mu_f||^2 + Tr(S_r + S_f - 2 (S_r S_f)^{1/2})`` in float64, clamped at 0.
+    r"""``||mu_r - mu_f||^2 + Tr(S_r + S_f - 2 (S_r S_f)^{1/2})`` in float64.
 
     ``cov_r`` and ``cov_f`` are the covariances of the features multiplied by ``scale_r`` and
     ``scale_f`` (``S = cov / scale^2``; each term is unscaled separately, so the two sets may
     differ in scale). The trace of the matrix square root is the sum of square roots of the
     eigenvalues of the symmetric PSD matrix ``S_r^{1/2} S_f S_r^{1/2}`` (same spectrum as
-    ``S_r S_f``), which avoids the complex-valued ``sqrtm`` of a non-symmetric product. Rounding
-    can make the formula slightly negative for equal Gaussians; the distance is clamped at 0.
+    ``S_r S_f``), which avoids the complex-valued ``sqrtm`` of a non-symmetric product.
+
+    Raises:
+        ValueError: ``cov_r`` or ``cov_f`` is no covariance beyond rounding (:func:`covariance_defect`), or
+            the result is below 0 beyond the rounding of the formula (module docstring; within it, 0).
     """
-    ev, vec = torch.linalg.eigh(cov_r)
-    root_r = (vec * ev.clamp(min=0).sqrt()) @ vec.T
+    for cov, name in ((cov_r, "cov_r"), (cov_f, "cov_f")):
+        defect = covariance_defect(cov)
+        if defect is not None:
+            raise ValueError(f"Expected argument `{name}` to be a covariance matrix, but it {defect}")
+    ev, vec = torch.linalg.eigh((cov_r + cov_r.T) / 2)
+    ev = ev.clamp(min=0)  # negative eigenvalues within the rounding tolerance are 0
+    root_r = (vec * ev.sqrt()) @ vec.T
     inner = root_r @ cov_f @ root_r
     tr_sqrt = torch.linalg.eigvalsh((inner + inner.T) / 2).clamp(min=0).sqrt().sum()
     diff = mu_r - mu_f
     unit = unit_scale(float(diff.abs().max()))  # |diff|^2 without overflow or underflow
     mean_term = (diff * unit).dot(diff * unit) / unit / unit
-    trace_r = torch.trace(cov_r) / scale_r / scale_r
+    trace_r = ev.sum() / scale_r / scale_r
     trace_f = torch.trace(cov_f) / scale_f / scale_f
     total = mean_term + trace_r + trace_f - 2 * (tr_sqrt / scale_r / scale_f)
     if not bool(torch.isfinite(total)):
@@ -70,6 +128,14 @@ def frechet_distance_from_moments(
             f"{float(diff.abs().max()):.3g} and the variances are up to {variance:.3g}; "
             "multiply both sets by one common factor c (the distance scales by c^2)"
         )
+    if float(total) < 0:
+        dim = cov_r.shape[0]
+        slack = dim * (_SQRT_EPS * float(trace_r + trace_f) + COVARIANCE_TOLERANCE * float(trace_f.abs()))
+        if float(total) < -slack:
+            raise ValueError(
+                f"Expected a Fréchet distance of at least 0 up to rounding ({-slack:.3g}), but the formula gives "
+                f"{float(total):.3g}: the covariances are no pair of covariance matrices"
+            )
     return total.clamp(min=0)
 
 
@@ -89,7 +155,7 @@ def frechet_distance(real: Any, fake: Any) -> Tensor:
         fake: ``[M, D]`` generated features, ``M >= 2``.
 
     Returns:
-        0-dim float64 tensor, clamped at 0 (rounding can make equal Gaussians' value about -1e-15).
+        0-dim float64 tensor; a value below 0 within the formula's rounding (module docstring) is 0.
 
     Raises:
         ValueError: when a mean or the distance itself lies beyond float64's range. Features of
@@ -113,8 +179,8 @@ def frechet_of(sets: FeatureSets) -> Tensor:
 
 
 def check_statistics(mean: Any, cov: Any, name: str = "real") -> Tuple[Tensor, Tensor]:
-    """A set's float64 mean ``[D]`` and covariance ``[D, D]`` (finite, symmetric up to rounding), as a
-    statistics file holds them; errors name the set ``name``."""
+    """A set's float64 mean ``[D]`` and covariance ``[D, D]`` (finite, a covariance up to rounding:
+    :func:`covariance_defect`), as a statistics file holds them; errors name the set ``name``."""
     mu = torch.as_tensor(mean).detach().to(torch.float64)
     sigma = torch.as_tensor(cov).detach().to(torch.float64)
     if mu.ndim != 1 or mu.shape[0] == 0 or sigma.shape != (mu.shape[0], mu.shape[0]):
@@ -124,9 +190,9 @@ def check_statistics(mean: Any, cov: Any, name: str = "real") -> Tuple[Tensor, T
         )
     if not (bool(torch.isfinite(mu).all()) and bool(torch.isfinite(sigma).all())):
         raise ValueError(f"Expected the statistics of `{name}` to be finite, but they hold NaN or Inf")
-    tol = 1e-6 * max(float(sigma.abs().max()), 1e-300)
-    if float((sigma - sigma.T).abs().max()) > tol:
-        raise ValueError(f"Expected the covariance of `{name}` to be symmetric, but it is not (beyond rounding)")
+    defect = covariance_defect(sigma)
+    if defect is not None:
+        raise ValueError(f"Expected the covariance of `{name}` to be a covariance matrix, but it {defect}")
     return mu, (sigma + sigma.T) / 2
 
 

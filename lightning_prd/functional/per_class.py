@@ -54,6 +54,7 @@ Example:
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -67,7 +68,7 @@ from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed
 from lightning_prd.functional.generative import generative_metrics
 
-__all__ = ["PER_CLASS_SCORES", "per_class_metrics", "per_class_scalars"]
+__all__ = ["PER_CLASS_SCORES", "distinct_class_keys", "per_class_metrics", "per_class_scalars"]
 
 #: the scores :func:`per_class_metrics` computes per class, in this order
 PER_CLASS_SCORES = ("precision", "recall", "density", "coverage", "frechet_distance")
@@ -292,6 +293,45 @@ def _fits(family: Any, options: Dict[str, Any], n_r: int, n_f: int) -> bool:
     return n_r >= max(1, need_real) and n_f >= max(1, need_fake)
 
 
+def distinct_class_keys(names: Mapping[Any, Any], argument: str = "names") -> None:
+    """``ValueError`` naming both classes when two classes of ``names`` (``{label: name}``; a class without a name
+    is shown by its number) would be logged under one key: a name that is another class's number (``{2: "0"}``
+    would log class 2 as class 0), or two names that read the same once Unicode-normalised (NFKC) and stripped
+    of surrounding white space (``"cat"``, ``"cat "``, ``"ｃａｔ"``). ``argument`` names the argument in errors.
+
+    Example:
+        >>> distinct_class_keys({0: "cat", 1: "dog", 2: "2"})
+        >>> try:
+        ...     distinct_class_keys({2: "0"}, "class_names")
+        ... except ValueError as err:
+        ...     print(err)
+        Expected argument `class_names` to hold distinct names, one key per class, but class 2's name '0' is the \
+number of class 0
+    """
+    seen: Dict[str, Any] = {}
+    for label, name in names.items():
+        key = unicodedata.normalize("NFKC", str(name)).strip()
+        start = f"Expected argument `{argument}` to hold distinct names, one key per class, but"
+        number = _number(key)
+        if number is not None and number != label:
+            raise ValueError(f"{start} class {label}'s name {name!r} is the number of class {number}")
+        if key in seen:
+            other = seen[key]
+            raise ValueError(
+                f"{start} classes {other} and {label} are named {names[other]!r} and {name!r}, which read the same"
+            )
+        seen[key] = label
+
+
+def _number(key: str) -> Optional[int]:
+    """The integer whose decimal form is ``key`` (the key of an unnamed class), else None."""
+    try:
+        value = int(key)
+    except ValueError:
+        return None
+    return value if str(value) == key else None
+
+
 def per_class_scalars(
     result: Mapping[str, Tensor], *, names: Optional[Mapping[int, str]] = None, sep: str = "/"
 ) -> Dict[str, Union[float, int]]:
@@ -304,7 +344,8 @@ def per_class_scalars(
     Args:
         result: the dict returned by :func:`per_class_metrics`.
         names: display name of each label (e.g. for labels that were strings); labels without
-            a name are shown as integers.
+            a name are shown as integers. Every class keeps its own key: a name that is another class's
+            number, or two names that read the same, raise ``ValueError`` (:func:`distinct_class_keys`).
         sep: separator between the score and the class in the keys.
 
     Returns:
@@ -324,6 +365,8 @@ def per_class_scalars(
         )
     if names is not None and not isinstance(names, Mapping):
         raise ValueError(f"Expected argument `names` to map labels to display names, but got {names!r}")
+    if names is not None:
+        distinct_class_keys(names, "names")
     labels = [int(c) for c in result["classes"].tolist()]
     shown = [str(names.get(c, c)) if names is not None else str(c) for c in labels]
     out: Dict[str, Union[float, int]] = {}

@@ -3,8 +3,8 @@
 ``adapter_for(logger, prefix)`` picks one by the logger's type:
 
 =====================  ==============================================================
-``TensorBoardLogger``  :class:`TensorBoardAdapter`: scalars by epoch, PR-curve dashboard,
-                       figures, a Custom Scalars layout
+``TensorBoardLogger``  :class:`TensorBoardAdapter`: scalars at Lightning's step, PR-curve
+                       dashboard, figures, a Custom Scalars layout, the HParams session
 ``WandbLogger``        :class:`WandbAdapter`: scalars by epoch with best-value summaries,
                        one accumulated curve table, figures as images
 ``CSVLogger``          :class:`CSVAdapter`: scalar rows, curve points as CSV files

@@ -63,10 +63,14 @@ class LoggerAdapter:
         self.prefix = prefix
 
     def log_scalars(self, metrics: Mapping[str, float], epoch: int, step: int) -> None:
-        """Log prefixed scalars. Default: ``logger.log_metrics`` with an ``epoch`` key at Lightning's step."""
+        """Log prefixed scalars of the evaluation of ``epoch`` at ``step``, the step Lightning logs its own metrics
+        at (the trainer's ``_batches_that_stepped``, the global step when one optimizer steps per batch).
+        Default: ``logger.log_metrics`` with an ``epoch`` key at that step."""
         self.logger.log_metrics({**metrics, "epoch": epoch}, step=step)
 
-    def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
+    def log_curves(
+        self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int, step: int
+    ) -> None:
         """Log the curves of one evaluation and the trajectory of ``history`` (all evaluations so far)."""
 
     def restore(self, prd_curves: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]) -> None:
@@ -74,10 +78,12 @@ class LoggerAdapter:
         (:func:`compact_prd`) and the scores (plain names) of the evaluations restored from a
         checkpoint. Default: nothing."""
 
-    def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
+    def log_samples(
+        self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int, step: int
+    ) -> None:
         """Log image grids (``[H, W, 3]`` in [0, 1]) and histograms of per-sample values. Default: nothing."""
 
-    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int, step: int) -> None:
         """Log the fit's fingerprint (a flat JSON-safe dict), once per fit, before its first scores. Default: as
         hyperparameters, ``logger.log_hyperparams({"<prefix>fingerprint": fingerprint})``, when the logger has
         that method."""

@@ -78,7 +78,9 @@ class CSVAdapter(LoggerAdapter):
             )
         return folder
 
-    def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
+    def log_curves(
+        self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int, step: int
+    ) -> None:
         name = f"epoch_{epoch:04d}.csv"
         if has_prd(curves):
             write_curve_csv(
@@ -95,7 +97,9 @@ class CSVAdapter(LoggerAdapter):
                     arrays.append(curves[key])
             write_curve_csv(os.path.join(self._folder("alpha_beta_curves"), name), cols, arrays)
 
-    def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
+    def log_samples(
+        self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int, step: int
+    ) -> None:
         """Each grid as an 8-bit RGB PNG, each histogram's values as a one-column CSV, under ``samples/``."""
         from matplotlib.image import imsave
 
@@ -108,9 +112,9 @@ class CSVAdapter(LoggerAdapter):
         for key, values in histograms.items():
             write_curve_csv(os.path.join(folder, key, name + ".csv"), ["value"], [np.asarray(values).reshape(-1)])
 
-    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int, step: int) -> None:
         """To ``fingerprint.json`` in the prefix's folder and as hyperparameters (``hparams.yaml``)."""
-        super().log_fingerprint(fingerprint, epoch)
+        super().log_fingerprint(fingerprint, epoch, step)
         path = self._folder(FINGERPRINT + ".json")
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:

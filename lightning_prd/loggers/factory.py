@@ -3,11 +3,12 @@ the adapters, not in their base, so the base never imports an adapter."""
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Iterable, List
 
 from lightning_prd.loggers.base import LoggerAdapter
 from lightning_prd.loggers.csv import CSVAdapter
 from lightning_prd.loggers.tensorboard import TensorBoardAdapter
+from lightning_prd.loggers.tensorboard_hparams import hold_session, release_session
 from lightning_prd.loggers.wandb import WandbAdapter
 
 
@@ -37,3 +38,18 @@ def adapter_for(logger: Any, prefix: str) -> LoggerAdapter:
     if isinstance(log_dir, str):
         return CSVAdapter(logger, prefix)
     return LoggerAdapter(logger, prefix)
+
+
+def hold_sessions(loggers: Iterable[Any]) -> None:
+    """At the start of a fit: each ``TensorBoardLogger`` keeps its *HParams* session for the fingerprint
+    (:func:`~lightning_prd.loggers.tensorboard_hparams.hold_session`)."""
+    for logger in loggers:
+        if "TensorBoardLogger" in _type_names(logger):
+            hold_session(logger)
+
+
+def release_sessions(loggers: Iterable[Any]) -> None:
+    """At the end of a fit: what :func:`hold_sessions` changed, back
+    (:func:`~lightning_prd.loggers.tensorboard_hparams.release_session`)."""
+    for logger in loggers:
+        release_session(logger)

@@ -2,8 +2,10 @@
 
 What it logs through ``logger.experiment`` (a ``wandb`` run; ``P`` is the prefix):
 
-* ``P<score>`` scalars plus ``Pepoch``; every key is declared with ``define_metric(key,
-  step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and run tables show
+* ``P<score>`` scalars plus ``Pepoch`` and ``trainer/global_step`` (the step Lightning logs the epoch's own
+  metrics at, the x-axis ``WandbLogger`` gives them: a chart's x-axis can be switched to it); every key is
+  declared with ``define_metric(key, step_metric="Pepoch", summary=...)`` so charts use the epoch as x-axis and
+  run tables show
   the best value in the sense of :mod:`lightning_prd.runs.scores` (``max``; ``min`` for
   ``frechet_distance``; for ``density``, where 1 is ideal, the adapter writes the value closest
   to 1 so far into the run summary itself, as W&B has no such summary);
@@ -50,6 +52,8 @@ from lightning_prd.runs.scores import Direction, direction
 TABLE_POINTS = COMPACT_POINTS
 #: scalars that name a class rather than score one (summary ``last``)
 LABELS = ("lowest_coverage_class",)
+#: the key of Lightning's step in a W&B run (``WandbLogger`` logs every metric of Lightning's with it)
+GLOBAL_STEP = "trainer/global_step"
 
 
 class WandbAdapter(LoggerAdapter):
@@ -105,10 +109,12 @@ class WandbAdapter(LoggerAdapter):
             summary = "last" if key[len(self.prefix) :] in LABELS or targeted else summaries.get(str(way), "max")
             self._define(run, key, summary)
             self._track_closest_to_one(key, value)
-        self._pending = {**metrics, self.epoch_key: epoch}
+        self._pending = {**metrics, self.epoch_key: epoch, GLOBAL_STEP: step}
         # W&B commits a step per log call; wait for the curves (``flush``) to log them together.
 
-    def log_curves(self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int) -> None:
+    def log_curves(
+        self, curves: Mapping[str, np.ndarray], history: Sequence[Mapping[str, Any]], epoch: int, step: int
+    ) -> None:
         import wandb
 
         run = self.logger.experiment
@@ -131,8 +137,11 @@ class WandbAdapter(LoggerAdapter):
             self._define(run, key)
         self._pending.update(payload)
         self._pending.setdefault(self.epoch_key, epoch)
+        self._pending.setdefault(GLOBAL_STEP, step)
 
-    def log_samples(self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int) -> None:
+    def log_samples(
+        self, grids: Mapping[str, np.ndarray], histograms: Mapping[str, np.ndarray], epoch: int, step: int
+    ) -> None:
         import wandb
 
         payload: Dict[str, Any] = {
@@ -143,8 +152,9 @@ class WandbAdapter(LoggerAdapter):
         payload.update({f"{self.prefix}{k}": h for k, h in hists.items()})
         self._pending.update(payload)
         self._pending.setdefault(self.epoch_key, epoch)
+        self._pending.setdefault(GLOBAL_STEP, step)
 
-    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int) -> None:
+    def log_fingerprint(self, fingerprint: Mapping[str, Any], epoch: int, step: int) -> None:
         """Into the run's config, under ``Pfingerprint`` (one nested entry; the runs table can filter and group
         by its fields); a run object without a config gets nothing."""
         update = getattr(getattr(self.logger.experiment, "config", None), "update", None)

@@ -302,8 +302,14 @@ class GenerativeMetrics(FeatureMetric):
                 f"Expected either real features or real statistics, but got both ({self._real_statistics[2]} "
                 "and features from `update(..., real=True)`)"
             )
-        mean, cov, _ = self._real_statistics
-        return {"frechet_distance": frechet_to_statistics(mean, cov, self._features("fake"))}
+        mean, cov, held = self._real_statistics
+        fake = self._features("fake")
+        if fake.shape[1] != mean.shape[0]:
+            raise ValueError(
+                f"Expected the generated features to have the {mean.shape[0]} features of the real statistics, but "
+                f"got {fake.shape[1]} (the real set is given as {held})"
+            )
+        return {"frechet_distance": frechet_to_statistics(mean, cov, fake)}
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         sets = FeatureSets(real, fake)  # checked batch by batch in update()

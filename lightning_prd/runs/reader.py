@@ -3,8 +3,9 @@
 A *run* is a directory holding TensorBoard event files (``events.out.tfevents.*``, read with
 TensorBoard's own ``EventAccumulator``) or a ``CSVLogger``'s ``metrics.csv`` (read with Python's
 ``csv`` module); a directory holding both is read from its event files. Every scalar whose tag
-starts with the prefix (default ``prd/``) is a score; its values are taken per epoch: the
-TensorBoard step is the epoch (the callback logs so), the CSV row's ``epoch`` column likewise.
+starts with the prefix (default ``prd/``) is a score; its values are taken per epoch. The callback
+logs to TensorBoard at Lightning's step with the scalar ``<prefix>epoch`` beside the scores, which
+gives each score's epoch (:mod:`lightning_prd.runs.epochs`); a CSV row's epoch is its ``epoch`` column.
 An epoch logged twice (a resumed run) keeps its last value. ``<score>_std`` error bars are left out.
 
 Every event file is checked whole first (:mod:`lightning_prd.runs.records`: the framing and the
@@ -52,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 from lightning_prd.functional.engine.vocabulary import current_keys
+from lightning_prd.runs.epochs import scores_per_epoch
 from lightning_prd.runs.records import find_damage
 from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
 
@@ -264,13 +266,7 @@ def _read_tensorboard(path: str, prefix: str) -> Tuple[Dict[str, Dict[int, float
             f"{_undecodable(path)}: not a TensorBoard event file (a record is not an event: {err})"
         ) from err
     tags = list(acc.Tags().get("scalars", []))
-    scores: Dict[str, Dict[int, float]] = {}
-    for tag in tags:
-        if tag.startswith(prefix):
-            per_epoch = scores.setdefault(tag[len(prefix) :], {})
-            for event in acc.Scalars(tag):  # in file order: a re-logged epoch keeps its last value
-                per_epoch[int(event.step)] = float(event.value)
-    return scores, tags, _tensorboard_fingerprints(acc, prefix)
+    return scores_per_epoch(acc, tags, prefix), tags, _tensorboard_fingerprints(acc, prefix)
 
 
 def _tensorboard_fingerprints(acc: Any, prefix: str) -> Fingerprints:
