@@ -113,10 +113,18 @@ class Tiny(TinyTrainable):
         return torch.randn(n, 2)
 
 
+class EndGroup(pl.Callback):
+    # destroys the gloo group at teardown, as test_callback_ddp.Dump does: a worker left with one may abort at exit
+
+    def teardown(self, trainer, pl_module, stage):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
 def fit(**kwargs):
     cb = PRDCallback(REAL, num_samples=60, every_n_epochs=1, evaluate_on_train_end=False)
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", callbacks=[cb], logger=False, enable_checkpointing=False,
-                         enable_model_summary=False, **kwargs)
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", callbacks=[cb, EndGroup()], logger=False,
+                         enable_checkpointing=False, enable_model_summary=False, **kwargs)
     trainer.fit(Tiny())
 
 
