@@ -312,7 +312,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
     )
     real_eval = ring(n_eval, seed=args.seed + 2)  # held-out real set for every evaluation
     model = RingGAN()
-    prd = PRDCallback(real_eval, num_samples=n_eval, seed=args.seed)
+    prd = PRDCallback(real_eval, num_samples=n_eval, seed=args.seed, verbose=False)  # the table below prints more
     parent, _, version = name.rpartition("/")
     logger = TensorBoardLogger(args.logdir, name=parent, version=version, default_hp_metric=False)
     trainer = pl.Trainer(

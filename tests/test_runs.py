@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 
 import pytest
 import pytorch_lightning as pl
@@ -50,9 +51,9 @@ class Shifted(TinyTrainable):
         return self.scales[e] * torch.randn(n, 2, generator=g) + self.offsets[e]
 
 
-def _fit(root, version, scales, offsets):
+def _fit(root, version, scales, offsets, metric=None):
     loggers = [TensorBoardLogger(root, name="tb", version=version), CSVLogger(root, name="csv", version=version)]
-    cb = PRDCallback(REAL, num_samples=200)
+    cb = PRDCallback(REAL, num_samples=200, metric=metric)
     trainer = pl.Trainer(
         max_epochs=len(scales),
         logger=loggers,
@@ -268,3 +269,63 @@ def test_help_has_an_example(capsys):
     text = capsys.readouterr().out
     assert "examples:" in text and "lightning-prd runs runs/gan_ring --plot runs.png" in text
     assert "W&B offline runs" in text
+
+
+# ------------------------------------------------------------------------------------ which run is better
+#: "better" written out from each score's definition, as a sort key (smaller first)
+WORSE = {
+    "precision": lambda v: -v,
+    "recall": lambda v: -v,
+    "coverage": lambda v: -v,
+    "frechet_distance": lambda v: v,
+    "density": lambda v: abs(v - 1),
+}
+
+
+@pytest.fixture(scope="module")
+def opposite_runs(tmp_path_factory):
+    """``a``: samples shrunk inside the real set (precise, poor recall); ``b``: spread beyond it (the opposite);
+    ``a_again``: ``a`` fitted again, so its curves are identical to ``a``'s."""
+    root = tmp_path_factory.mktemp("opposite")
+    cheap = dict(prd=False, alpha_beta=False, pr_cover=False, probabilistic=False)
+    _fit(root, "a", [0.3, 0.35, 0.4], [0.0, 0.0, 0.0], cheap)
+    _fit(root, "b", [2.6, 2.3, 2.0], [0.0, 0.0, 0.0], cheap)
+    _fit(root, "a_again", [0.3, 0.35, 0.4], [0.0, 0.0, 0.0], cheap)
+    return root
+
+
+def _last_values(run_dir):
+    """``score -> value`` at the last step, read with TensorBoard's EventAccumulator."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag[4:]: max(acc.Scalars(tag), key=lambda e: e.step).value for tag in acc.Tags()["scalars"]}
+
+
+def test_the_runs_are_ranked_per_score_by_their_last_evaluation(opposite_runs, tmp_path, capsys):
+    root = opposite_runs / "tb"
+    last = {label: _last_values(root / label) for label in ("a", "a_again", "b")}
+    expected = {name: sorted(["a", "a_again", "b"], key=lambda label: WORSE[name](last[label][name])) for name in WORSE}
+    assert expected["precision"][0] != "b" and expected["recall"][0] == "b"  # opposite winners
+    assert last["a"] == last["a_again"]
+
+    out = tmp_path / "runs.json"
+    assert main(["runs", str(root), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.split("fingerprints:")[0].splitlines()) <= 100  # table and verdicts
+    payload = json.loads(out.read_text())
+    for name in WORSE:
+        assert payload["ranking"][name] == expected[name], name
+        assert payload["identical_curves"][name] == [["a", "a_again"]]
+    verdicts = text.split("the better run, by the last evaluation")[1].splitlines()[1:]
+    for name in ("precision", "recall", "density", "coverage"):  # the table's scores: one verdict line each
+        line = next(v for v in verdicts if v.split()[0] == name)
+        ranked_part, _, note = line.partition("; ")
+        order = [cell for cell in re.split(r" [>=] ", ranked_part.split(")", 1)[1].strip())]
+        assert [cell.split()[0] for cell in order] == expected[name], line
+        for cell in order:
+            assert float(cell.split()[1]) == pytest.approx(last[cell.split()[0]][name], abs=5e-5)
+        assert re.search(r"\ba \S+ = a_again\b|\ba_again \S+ = a\b", ranked_part), line  # equal values
+        assert note == "identical curves: a, a_again", line
+    assert [v.split()[0] for v in verdicts if v.strip()][:4] == ["precision", "recall", "density", "coverage"]

@@ -17,6 +17,8 @@ set, and the held-out ``test`` set, read, embedded and handed to the metric),
 their source), :mod:`~lightning_prd.callback.labels` (class labels for a per-class metric),
 :mod:`~lightning_prd.callback.closest_pairs` (the grid of generated samples beside their nearest real ones),
 :mod:`~lightning_prd.callback.publish` (scalars, curves and image grids to the adapters),
+:mod:`~lightning_prd.callback.report` (the line of scores printed per evaluation),
+:mod:`~lightning_prd.callback.refusals` (a refused argument shown first and last when LightningCLI stops on it),
 :mod:`~lightning_prd.callback.options` (the arguments, ``sample_fn`` and ``feature_extractor`` by name, the
 ``metric`` argument) and
 :mod:`~lightning_prd.callback.early_stopping` (``PRDEarlyStopping``, whose patience counts evaluations).

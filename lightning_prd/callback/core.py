@@ -10,6 +10,7 @@ logging :mod:`~lightning_prd.callback.publish`, the fixed noise :mod:`~lightning
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -23,6 +24,8 @@ from lightning_prd.callback.options import build_metric, check_bool, is_scalar, 
 from lightning_prd.callback.protocol import counts, metric_with, resolve, run_fingerprint, total_rows, warn_if_changed
 from lightning_prd.callback.publish import log_samples, log_scores, per_class_scalars, sample_grids, warn_no_grid
 from lightning_prd.callback.real_side import RealSide
+from lightning_prd.callback.refusals import reported
+from lightning_prd.callback.report import report_evaluation
 from lightning_prd.callback.rng import COMPUTE_STREAM, REAL_STREAM, fixed_rng, preserved_rng, stream_seed
 from lightning_prd.callback.schedule import (
     fit_ends_after_epoch,
@@ -55,6 +58,7 @@ def logged_step(trainer: Any, epoch_ended: bool) -> int:
 class PRDCallbackCore(RealSide):
     """Everything of :class:`PRDCallback` except its Lightning base class (see that class)."""
 
+    @reported  # a refused value ending the program (LightningCLI) is shown first and last
     def __init__(
         self,
         real: Union[str, os.PathLike[str], Tensor, DataLoader, Iterable[Any]],
@@ -80,6 +84,7 @@ class PRDCallbackCore(RealSide):
         log_closest_pairs: int = 0,
         protocol: Union[None, str, Protocol] = None,
         weights: Union[None, str, os.PathLike[str]] = None,
+        verbose: bool = True,
     ) -> None:
         self.sample_fn = resolve_sample_fn(sample_fn)
         #: the named protocol (:mod:`lightning_prd.protocols`), or None
@@ -95,6 +100,7 @@ class PRDCallbackCore(RealSide):
         self.batch_size = check_positive_int(batch_size, "batch_size")
         self.log_images = check_bool(log_images, "log_images")
         self.evaluate_on_train_end = check_bool(evaluate_on_train_end, "evaluate_on_train_end")
+        self.verbose = check_bool(verbose, "verbose")
         self.num_images = check_positive_int(num_images, "num_images")
         self.log_closest_pairs = check_int(log_closest_pairs, "log_closest_pairs", minimum=0)
         self.metric = build_metric(
@@ -207,11 +213,15 @@ class PRDCallbackCore(RealSide):
         self, trainer: Any, pl_module: Any, epoch: int, final: bool = False, in_validation: bool = False
     ) -> None:
         """Score the module and publish the scores; the global RNG of every generator is restored after
-        (:mod:`~lightning_prd.callback.rng`: seeded streams for the real side, the samples, ``compute``)."""
+        (:mod:`~lightning_prd.callback.rng`: seeded streams for the real side, the samples, ``compute``);
+        with ``verbose``, one line of scores and wall time (:mod:`~lightning_prd.callback.report`)."""
+        start = time.perf_counter()
         with preserved_rng(pl_module.device):
             result = self._score(trainer, pl_module)
             self._scored_step = int(trainer.global_step)
             self._publish(trainer, result, epoch, final, logged_step(trainer, epoch_ended=not in_validation))
+        if self.verbose:
+            report_evaluation(trainer, self.history[-1], time.perf_counter() - start, self.prefix)
 
     def _score(self, trainer: Any, pl_module: Any) -> Mapping[str, Any]:
         device = pl_module.device

@@ -173,6 +173,13 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             protocol's files in torch's hub cache (never downloads; ``TypeError`` at construction saying what
             to get). Without a protocol, the weights of an extractor given by name
             (``feature_extractor="vgg16", weights=PATH``).
+        verbose: after each evaluation, log one line at level INFO from global rank zero (Lightning's
+            ``rank_zero_info``, like ``ModelCheckpoint(verbose=True)``; shown with or without the progress bar):
+            the epoch, precision, recall, density, coverage, the Fréchet distance (those the metric returns)
+            and the evaluation's wall time, e.g. ``lightning_prd: epoch 3 · precision 0.712 · recall 0.655 ·
+            density 0.930 · coverage 0.810 · frechet_distance 12.3 · 4.2 s``
+            (:mod:`~lightning_prd.callback.report`). ``verbose=False`` (``verbose: false`` in a LightningCLI
+            config) prints nothing.
 
     **In a LightningCLI config** every argument takes a plain YAML value: ``real`` a path or
     ``datamodule:<split>``, ``sample_fn`` an import path, ``feature_extractor`` a name or a mapping,

@@ -8,18 +8,24 @@ Example:
     >>> from torch.utils.tensorboard import SummaryWriter
     >>> from lightning_prd.cli import main
     >>> root = tempfile.mkdtemp()
-    >>> with SummaryWriter(os.path.join(root, "baseline")) as writer:
-    ...     for epoch, (p, d) in enumerate([(0.2, 0.5), (0.6, 1.3), (0.5, 0.9)]):
-    ...         writer.add_scalar("prd/precision", p, global_step=epoch)
-    ...         writer.add_scalar("prd/density", d, global_step=epoch)
+    >>> for run, scores in (("baseline", [(0.2, 0.5), (0.6, 1.3), (0.5, 0.9)]), ("wide", [(0.3, 0.6), (0.7, 0.8)])):
+    ...     with SummaryWriter(os.path.join(root, run)) as writer:
+    ...         for epoch, (p, d) in enumerate(scores):
+    ...             writer.add_scalar("prd/precision", p, global_step=epoch)
+    ...             writer.add_scalar("prd/density", d, global_step=epoch)
     >>> main(["runs", root])  # doctest: +NORMALIZE_WHITESPACE
-                                precision            density
-    run      source      evals  last   best   epoch  last   best   epoch
-    -------- ----------- -----  ------ ------ -----  ------ ------ -----
-    baseline tensorboard 3      0.5000 0.6000 1      0.9000 0.9000 2
+                           precision         density
+    run      source evals  last   best   ep  last   best   ep
+    -------- ------ -----  ------ ------ --  ------ ------ --
+    baseline tb     3      0.5000 0.6000 1   0.9000 0.9000 2
+    wide     tb     2      0.7000 0.7000 1   0.8000 0.8000 1
     <BLANKLINE>
-    last: the value at the run's last evaluation; best: the highest value and the epoch of it
-    (density: the value closest to 1; frechet_distance: the lowest)
+    last: the value at the run's last evaluation; best: the highest value and its epoch (ep)
+    (density: the value closest to 1; frechet_distance: the lowest); source tb: TensorBoard event files
+    <BLANKLINE>
+    the better run, by the last evaluation (A > B: A is better; A = B: equal values):
+      precision (higher)    wide 0.7000 (epoch 1) > baseline 0.5000 (epoch 2)
+      density (1 is ideal)  baseline 0.9000 (epoch 2) > wide 0.8000 (epoch 1)
     0
 """
 
@@ -32,14 +38,16 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lightning_prd import __version__
 from lightning_prd.cli.checks import check_outputs, write_output
 from lightning_prd.cli.inputs import CLIError
+from lightning_prd.cli.verdicts import verdict_lines
 from lightning_prd.protocols import FINGERPRINT_KEYS, fingerprint_differences
+from lightning_prd.runs.ranking import identical_curves, ranking
 from lightning_prd.runs.reader import PANEL_SCORES, Run, RunsError, contains, is_run_file, load_runs, score_order
-from lightning_prd.runs.scores import format_score
+from lightning_prd.runs.scores import direction, format_score
 
 EPILOG = """\
 runs:
@@ -68,12 +76,22 @@ damaged event files:
   no scores read names the damage as the cause.
 
 table (and --json):
-  one row per run: for every score its last value and its best value with the epoch of the
-  best. Best is the highest, the lowest for frechet_distance, the closest to 1 for density.
-  The default table shows precision, recall, density and coverage (when the runs logged none
-  of them, their first four scores), and run labels are shortened in the middle (to no fewer
-  than 12 characters) so that it fits in 120 columns; --scores NAME ... picks others, --scores
-  all shows every score; --json holds every score and every run's full label.
+  one row per run: its source (tb: TensorBoard, csv), its evaluations, and for every score its
+  last value and its best value with the epoch of the best (ep). Best is the highest, the
+  lowest for frechet_distance, the closest to 1 for density. The default table shows precision,
+  recall, density and coverage (when the runs logged none of them, their first four scores),
+  and run labels are shortened in the middle (to no fewer than 10 characters) so that it fits
+  in 100 columns; --scores NAME ... picks others, --scores all shows every score (wider);
+  --json holds every score and every run's full label.
+
+the better run:
+  under the table, one line per score of the table: the runs ranked by their last evaluation,
+  best first, in the score's direction (higher, lower, closest to 1 for density or to a
+  family's target), "A > B" when A is better, "A = B" for equal values; the epochs when the
+  last evaluations lie at different epochs; the runs without a finite last value; and the
+  runs whose curves of the score are identical (the same values at the same epochs). --json:
+  "ranking" {score: [labels, best first]} for every score with a direction, and
+  "identical_curves" {score: [[labels], ...]}.
   --plot: precision-recall trajectories of all runs in one panel (first epoch: open circle,
   last: square), and precision, recall, density, coverage over epochs, one line per run;
   non-finite values (NaN, inf) are gaps in the lines.
@@ -93,9 +111,9 @@ examples:
 #: the scores of the default table (those the runs logged), in this order
 MAIN_SCORES = PANEL_SCORES
 #: the widest default table, in characters
-TABLE_WIDTH = 120
+TABLE_WIDTH = 100
 #: run labels are shortened to fit the table's width, but never below this many characters
-MIN_LABEL = 12
+MIN_LABEL = 10
 
 
 def add_runs_parser(sub: Any, formatter_class: Any) -> argparse.ArgumentParser:
@@ -127,34 +145,19 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else format_score(float(value))
 
 
+#: how the table names a run's source (the JSON keeps the full name)
+SOURCE_SHORT = {"tensorboard": "tb", "csv": "csv"}
+
+
 def format_table(runs: Sequence[Run], names: Sequence[str], width: int = TABLE_WIDTH) -> str:
-    """The table: run, source, number of evaluations, then ``last``, ``best``, ``epoch`` per score.
+    """The table: run, source (``tb``: TensorBoard, ``csv``), number of evaluations, then ``last``, ``best``
+    and ``ep`` (the epoch of the best) per score.
 
     Columns of a group (the run's, a score's) are one space apart, groups two. Run labels are
-    shortened in the middle when the table would be wider than ``width`` (:func:`shorten_labels`),
-    to no fewer than :data:`MIN_LABEL` characters.
+    shortened in the middle when the table would be wider than ``width`` (:func:`table_labels`).
     """
-    summaries = [r.summary() for r in runs]
-    columns: List[List[str]] = [
-        ["run"] + [r.label for r in runs],
-        ["source"] + [r.source for r in runs],
-        ["evals"] + [str(max(len(p) for p in r.scores.values())) for r in runs],
-    ]
-    groups = [""]
-    for name in names:
-        cells = [s.get(name) for s in summaries]
-        columns += [
-            ["last"] + [_fmt(c["last"]) if c else "-" for c in cells],
-            ["best"] + [_fmt(c["best"]) if c else "-" for c in cells],
-            ["epoch"] + [str(c["best_epoch"]) if c and c["best_epoch"] is not None else "-" for c in cells],
-        ]
-        groups.append(name)
-    widths = [max(len(x) for x in col) for col in columns]
-    for g, name in enumerate(groups[1:], start=1):  # a score's name must fit over its three columns
-        widths[3 * g + 2] += max(len(name) - (sum(widths[3 * g : 3 * g + 3]) + 2), 0)
-    rest = sum(widths[1:]) + 2 * (len(groups) - 1) + 2 * len(groups)  # everything but the label column
-    labels = shorten_labels(columns[0][1:], width - rest) if width - rest >= MIN_LABEL else columns[0][1:]
-    columns[0] = ["run"] + labels
+    columns, widths, groups = _columns(runs, names)
+    columns[0] = ["run"] + table_labels(runs, names, width)
     widths[0] = max(len(x) for x in columns[0])
 
     def line(cells: Sequence[str]) -> str:
@@ -169,6 +172,40 @@ def format_table(runs: Sequence[Run], names: Sequence[str], width: int = TABLE_W
     rows.append(line(["-" * w for w in widths]))
     rows += [line([c[r] for c in columns]) for r in range(1, len(runs) + 1)]
     return "\n".join(rows)
+
+
+def table_labels(runs: Sequence[Run], names: Sequence[str], width: int = TABLE_WIDTH) -> List[str]:
+    """The run labels as the table of ``names`` shows them: shortened in the middle (:func:`shorten_labels`)
+    when the table would be wider than ``width``, to no fewer than :data:`MIN_LABEL` characters (kept whole
+    when even that would not fit, e.g. with ``--scores all``)."""
+    _, widths, groups = _columns(runs, names)
+    rest = sum(widths[1:]) + 2 * (len(groups) - 1) + 2 * len(groups)  # everything but the label column
+    labels = [r.label for r in runs]
+    return shorten_labels(labels, width - rest) if width - rest >= MIN_LABEL else labels
+
+
+def _columns(runs: Sequence[Run], names: Sequence[str]) -> Tuple[List[List[str]], List[int], List[str]]:
+    """The table's columns (header cell first; the label column with full labels), their widths and the groups'
+    names (``""`` for the run's group)."""
+    summaries = [r.summary() for r in runs]
+    columns: List[List[str]] = [
+        ["run"] + [r.label for r in runs],
+        ["source"] + [SOURCE_SHORT.get(r.source, r.source) for r in runs],
+        ["evals"] + [str(max(len(p) for p in r.scores.values())) for r in runs],
+    ]
+    groups = [""]
+    for name in names:
+        cells = [s.get(name) for s in summaries]
+        columns += [
+            ["last"] + [_fmt(c["last"]) if c else "-" for c in cells],
+            ["best"] + [_fmt(c["best"]) if c else "-" for c in cells],
+            ["ep"] + [str(c["best_epoch"]) if c and c["best_epoch"] is not None else "-" for c in cells],
+        ]
+        groups.append(name)
+    widths = [max(len(x) for x in col) for col in columns]
+    for g, name in enumerate(groups[1:], start=1):  # a score's name must fit over its three columns
+        widths[3 * g + 2] += max(len(name) - (sum(widths[3 * g : 3 * g + 3]) + 2), 0)
+    return columns, widths, groups
 
 
 def shorten_labels(labels: Sequence[str], width: int) -> List[str]:
@@ -195,8 +232,8 @@ def shorten_labels(labels: Sequence[str], width: int) -> List[str]:
 
 
 LEGEND = (
-    "last: the value at the run's last evaluation; best: the highest value and the epoch of it\n"
-    "(density: the value closest to 1; frechet_distance: the lowest)"
+    "last: the value at the run's last evaluation; best: the highest value and its epoch (ep)\n"
+    "(density: the value closest to 1; frechet_distance: the lowest); source tb: TensorBoard event files"
 )
 
 
@@ -341,12 +378,16 @@ def run_command(args: argparse.Namespace) -> int:
     print(table)
     print()
     print(LEGEND)
+    shown = table_labels(runs, names)
+    if shown != [r.label for r in runs]:
+        print("run labels are shortened to fit; --json holds them whole")
+    if len(runs) > 1:
+        print("\nthe better run, by the last evaluation (A > B: A is better; A = B: equal values):")
+        print("\n".join(verdict_lines(runs, names, {r.label: label for r, label in zip(runs, shown)})))
     hidden = [n for n in available if n not in names]
     if hidden:
         note = f"not shown: {', '.join(hidden)} (--scores all shows every score; --json holds them all)"
         print(textwrap.fill(note, width=100, break_on_hyphens=False))
-    if not all(row.startswith(r.label) for row, r in zip(table.splitlines()[3:], runs)):
-        print("run labels are shortened to fit; --json holds them whole")
     if any(r.fingerprint is not None for r in runs):
         print("\nfingerprints:")
         width = max(len(r.label) for r in runs)
@@ -361,6 +402,8 @@ def run_command(args: argparse.Namespace) -> int:
             "prefix": args.prefix,
             "table_scores": names,
             "fingerprint_differences": fingerprint_table(runs),
+            "ranking": {n: ranking(runs, n) for n in available if direction(n) != "none"},
+            "identical_curves": {n: groups for n in available if (groups := identical_curves(runs, n))},
             "runs": [
                 {
                     "label": r.label,

@@ -113,17 +113,30 @@ def best_index(name: str, values: Sequence[float]) -> Optional[int]:
     for ``"one"`` (density), closest to 0 for ``"zero"`` (``ct``, ``fld_gap``), closest to ``t`` for a
     target ``t``; a ``"none"`` score (a diagnostic) has no best.
     """
-    way = direction(name)
-    if way == "none":
+    if direction(name) == "none":
         return None
-    ideal = target(way)
     best: Optional[int] = None
     best_key = math.inf
     for i, value in enumerate(values):
         v = float(value)
         if not math.isfinite(v):
             continue
-        key = -v if way == "higher" else v if way == "lower" else abs(v - ideal) if ideal is not None else -v
+        key = worse(name, v)
         if key < best_key:
             best, best_key = i, key
     return best
+
+
+def worse(name: str, value: float) -> float:
+    """How far a finite ``value`` of score ``name`` is from the best, as a sort key: smaller is better (``-value``
+    for ``"higher"``, ``value`` for ``"lower"``, the distance to the target for a target).
+
+    Example:
+        >>> sorted([0.7, 1.2, 0.95], key=lambda v: worse("density", v))
+        [0.95, 1.2, 0.7]
+    """
+    way = direction(name)
+    ideal = target(way)
+    return (
+        -value if way == "higher" else value if way == "lower" else abs(value - ideal) if ideal is not None else -value
+    )
