@@ -1,4 +1,4 @@
-"""Every class keeps its own logged key (lightning_prd/functional/per_class.py: distinct_class_keys): a class
+"""Every class keeps its own logged key (lightning_prd/functional/engine/inputs.py: distinct_class_keys): a class
 name that is another class's number, or two names that read the same, are refused naming both classes, by the
 callback's ``class_names`` and by ``per_class_scalars(names=...)``, the two surfaces that take class names."""
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.per_class import distinct_class_keys
+from lightning_prd.functional.engine.inputs import distinct_class_keys
 
 
 def class_labels(value: Any, what: str, rows: Optional[int]) -> Tensor:
@@ -110,7 +110,7 @@ def check_class_names(value: Any) -> Optional[Dict[int, str]]:
     """``class_names`` as ``{label: name}``: a sequence (class ``i`` is named ``value[i]``) or a mapping of
     integer labels to names, or None. Names are non-empty strings without ``/`` (they end a chart's tag), and
     every class keeps its own key: no name is another class's number or reads as another class's name
-    (:func:`~lightning_prd.functional.per_class.distinct_class_keys`); errors name ``class_names`` and the value.
+    (:func:`~lightning_prd.functional.engine.inputs.distinct_class_keys`); errors name ``class_names`` and the value.
 
     Example:
         >>> check_class_names(["cat", "dog"]), check_class_names({3: "truck"})

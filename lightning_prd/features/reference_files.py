@@ -38,7 +38,7 @@ and ``fd_dinov2`` -> ``"dinov2-vit-l14"``; guided-diffusion's ``mu``/``sigma`` -
 put it in the file name only), and it is ``None``.
 
 A covariance (``sigma``, or NVlabs' derived one) must be one up to rounding: symmetric, and no eigenvalue
-below -1e-6 of its trace (:func:`~lightning_prd.functional.frechet.covariance_defect`); the file is refused
+below -1e-6 of its trace (:func:`~lightning_prd.functional.engine.stats.covariance_defect`); the file is refused
 otherwise, naming it, when it is read. Covariances are kept as written: pytorch-fid, clean-fid, torch-fidelity,
 EDM2 and guided-diffusion divide by ``N - 1`` (as :func:`~lightning_prd.functional.frechet_distance` does);
 NVlabs' FeatureStats by ``N`` (``raw_cov / N - mean mean^T``, as its ``get_mean_cov``). guided-diffusion's
@@ -75,6 +75,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.features.reference_entries import (
+    FileContext,
+    ReferenceFileError,
+    check_covariance,
+    count_of,
+    features_of,
+    moments_of,
+    tensor_of,
+    text_of,
+)
 from lightning_prd.features.safe_pickle import (
     CONTAINERS,
     FeatureStatsState,
@@ -84,8 +94,6 @@ from lightning_prd.features.safe_pickle import (
     refused_global,
     sniff,
 )
-from lightning_prd.functional.engine.inputs import as_features, torch_compatible
-from lightning_prd.functional.frechet import covariance_defect
 
 #: ``provenance["format"]`` of the features files this package writes
 PROVENANCE_FORMAT = "lightning-prd/features"
@@ -105,13 +113,6 @@ _FEATURE_HINTS = {
     "nvlabs": "a FeatureStats cache made with capture_all=True (as the pr50k3 metric keeps)",
     "edm2": "EDM2 saves statistics only",
 }
-
-
-class ReferenceFileError(ValueError):
-    """A reference file that cannot serve: missing entries, a refused global, bad shapes or values, damage.
-
-    Its message is one line naming the argument and the file.
-    """
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,16 +185,6 @@ class ReferenceSet:
         )
 
 
-@dataclass
-class _Ctx:
-    name: str
-    path: Path
-    container: str  # "npy", "npz", "torch" or "pickle"
-
-    def fail(self, problem: str, expected: str = "a reference file in a known layout") -> ReferenceFileError:
-        return ReferenceFileError(f"Expected argument `{self.name}` to be {expected}, but {self.path} {problem}")
-
-
 def read_reference(
     path: Union[str, Path], *, name: str = "real", key: Optional[str] = None, detector: Optional[str] = None
 ) -> ReferenceSet:
@@ -217,7 +208,7 @@ def read_reference(
         raise FileNotFoundError(f"Expected argument `{name}` to be an existing file, but {file} does not exist")
     if file.is_dir():
         raise ValueError(f"Expected argument `{name}` to be a reference file, but {file} is a directory")
-    ctx = _Ctx(name, file, "file")
+    ctx = FileContext(name, file, "file")
     try:
         ctx.container = sniff(file)
         if ctx.container in ("", "unknown"):
@@ -252,7 +243,7 @@ def read_reference(
 
 
 def _build(
-    whole: Any, entries: Optional[Mapping[str, Any]], ctx: _Ctx, key: Optional[str], detector: Optional[str]
+    whole: Any, entries: Optional[Mapping[str, Any]], ctx: FileContext, key: Optional[str], detector: Optional[str]
 ) -> ReferenceSet:
     """The reference set in a bare array (``whole``) or in a file of named ``entries``."""
     base: Dict[str, Any] = {"source": "array", "path": str(ctx.path), "name": ctx.name}
@@ -260,7 +251,7 @@ def _build(
         if key is not None:
             raise ctx.fail("holds one unnamed array, not entries", f"a file with an entry {key!r}")
         _no_detector(ctx, detector, "array")
-        feats = _features(whole, ctx, "the array")
+        feats = features_of(whole, ctx, "the array")
         return ReferenceSet(**base, features=feats, num_samples=feats.shape[0])
     names = list(entries)
     memo: Dict[str, Any] = {}
@@ -306,7 +297,7 @@ def _is_images(value: Any) -> bool:
     )
 
 
-def _layout(names: List[str], get: Callable[[str], Any], ctx: _Ctx) -> Optional[str]:
+def _layout(names: List[str], get: Callable[[str], Any], ctx: FileContext) -> Optional[str]:
     have = set(names)
     for layout, needed, _ in NAMED_LAYOUTS:
         if set(needed) <= have and (layout != "guided-diffusion" or _is_images(get("arr_0"))):
@@ -322,7 +313,7 @@ def _is_stats(value: Any) -> bool:
     return isinstance(value, Mapping) and {"mu", "sigma"} <= set(value)
 
 
-def _no_detector(ctx: _Ctx, detector: Optional[str], layout: str) -> None:
+def _no_detector(ctx: FileContext, detector: Optional[str], layout: str) -> None:
     if detector is not None and layout != "edm2":
         raise ReferenceFileError(
             f"Expected argument `detector` to be None for {ctx.path} ({layout}), which holds one set, "
@@ -330,92 +321,33 @@ def _no_detector(ctx: _Ctx, detector: Optional[str], layout: str) -> None:
         )
 
 
-def _tensor(value: Any, ctx: _Ctx, where: str) -> Tensor:
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise ctx.fail(f"holds Python objects (dtype object) in {where}", "a file of numeric arrays")
-        try:
-            return torch.from_numpy(torch_compatible(value))
-        except TypeError:
-            raise ctx.fail(f"holds {where} of dtype {value.dtype}", "a file of numeric arrays") from None
-    if isinstance(value, Tensor):
-        value = value.detach().cpu()
-        return value.to_dense() if value.layout != torch.strided else value
-    place = "" if where == "the array" else f" as {where}"
-    raise ctx.fail(f"holds a {type(value).__name__}{place}, not an array", "a file of numeric arrays")
-
-
-def _features(value: Any, ctx: _Ctx, where: str) -> Tensor:
-    x = _tensor(value, ctx, where)
-    if x.ndim != 2 or x.shape[0] == 0:
-        raise ctx.fail(f"holds {where} of shape {list(x.shape)}", "a file of features of shape [N, D] with N >= 1")
-    try:
-        return as_features(x, ctx.name)
-    except (TypeError, ValueError) as err:
-        raise ReferenceFileError(f"{err} (in {where} of {ctx.path})") from None
-
-
-def _moments(mu: Any, sigma: Any, ctx: _Ctx, where: str, raw: bool = False) -> Dict[str, Any]:
-    """``mean`` and ``cov`` in float64, finite, ``cov`` a covariance up to rounding (``raw``: second moments,
-    checked by the caller once the covariance is formed)."""
-    mean = _tensor(mu, ctx, f"`mu` of {where}")
-    cov = _tensor(sigma, ctx, f"`sigma` of {where}")
-    ok = mean.ndim == 1 and mean.shape[0] >= 1 and tuple(cov.shape) == (mean.shape[0],) * 2
-    if not ok or not (mean.is_floating_point() and cov.is_floating_point()):
-        raise ctx.fail(
-            f"holds `mu` {mean.dtype} {list(mean.shape)} and `sigma` {cov.dtype} {list(cov.shape)} in {where}",
-            "a file of float statistics, `mu` [D] and `sigma` [D, D]",
-        )
-    mean, cov = mean.to(torch.float64), cov.to(torch.float64)
-    if not bool(torch.isfinite(mean).all() and torch.isfinite(cov).all()):
-        raise ctx.fail(f"holds NaN or Inf in the statistics of {where}", "a file of finite statistics")
-    if not raw:
-        _check_covariance(cov, ctx, f"`sigma` of {where}")
-    return {"mean": mean, "cov": cov}
-
-
-def _check_covariance(cov: Tensor, ctx: _Ctx, what: str) -> None:
-    defect = covariance_defect(cov)
-    if defect is not None:
-        raise ctx.fail(f"holds a covariance ({what}) that {defect}", "a file of statistics with a covariance matrix")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "US":
-        value = value.item()
-    return value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else ""
-
-
-def _count(value: Any) -> Optional[int]:
-    value = value.item() if isinstance(value, (np.ndarray, np.generic, Tensor)) and np.ndim(value) == 0 else value
-    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else None
-
-
-def _fields(layout: str, names: List[str], get: Callable[[str], Any], ctx: _Ctx, detector: Any) -> Dict[str, Any]:
+def _fields(
+    layout: str, names: List[str], get: Callable[[str], Any], ctx: FileContext, detector: Any
+) -> Dict[str, Any]:
     """The :class:`ReferenceSet` fields, besides ``source``, ``path`` and ``name``, of a file in ``layout``."""
     if layout in ("array", *_FEATURE_ENTRY):
         entry = _FEATURE_ENTRY.get(layout, names[0])
-        feats = _features(get(entry), ctx, f"entry {entry!r}")
+        feats = features_of(get(entry), ctx, f"entry {entry!r}")
         out: Dict[str, Any] = {"features": feats, "num_samples": feats.shape[0], "entry": entry}
         if layout == "dgm-eval" and "model" in names:
-            out["extractor"] = _text(get("model")) or None
+            out["extractor"] = text_of(get("model")) or None
         if layout == "lightning-prd":
             out["provenance"] = _provenance(get("provenance"), feats.shape[0], ctx)
             out["extractor"] = out["provenance"].get("extractor")
         return out
     if layout == "guided-diffusion":
-        images = _tensor(get("arr_0"), ctx, "entry 'arr_0'")
-        stats = _moments(get("mu"), get("sigma"), ctx, "the file") if {"mu", "sigma"} <= set(names) else {}
+        images = tensor_of(get("arr_0"), ctx, "entry 'arr_0'")
+        stats = moments_of(get("mu"), get("sigma"), ctx, "the file") if {"mu", "sigma"} <= set(names) else {}
         extractor = "inception-v3-tf" if stats else None
         return {"images": images, "num_samples": images.shape[0], "extractor": extractor, "entry": "arr_0", **stats}
     if layout in ("fid-stats", "torch-fidelity"):
-        return _moments(get("mu"), get("sigma"), ctx, "the file")
+        return moments_of(get("mu"), get("sigma"), ctx, "the file")
     return _nvlabs(names, get, ctx) if layout == "nvlabs" else _edm2(names, get, ctx, detector)
 
 
-def _provenance(value: Any, n: int, ctx: _Ctx) -> Dict[str, Any]:
+def _provenance(value: Any, n: int, ctx: FileContext) -> Dict[str, Any]:
     try:
-        provenance = value if isinstance(value, dict) else json.loads(_text(value))
+        provenance = value if isinstance(value, dict) else json.loads(text_of(value))
     except ValueError:
         provenance = None
     expected = "a lightning-prd features file"
@@ -426,8 +358,8 @@ def _provenance(value: Any, n: int, ctx: _Ctx) -> Dict[str, Any]:
     return provenance
 
 
-def _nvlabs(names: List[str], get: Callable[[str], Any], ctx: _Ctx) -> Dict[str, Any]:
-    n = _count(get("num_items"))
+def _nvlabs(names: List[str], get: Callable[[str], Any], ctx: FileContext) -> Dict[str, Any]:
+    n = count_of(get("num_items"))
     if n is None or n < 1:
         raise ctx.fail(f"records num_items={get('num_items')!r}", "a FeatureStats cache of at least one sample")
     out: Dict[str, Any] = {"num_samples": n}
@@ -435,20 +367,20 @@ def _nvlabs(names: List[str], get: Callable[[str], Any], ctx: _Ctx) -> Dict[str,
     if get("capture_all") and isinstance(chunks, list) and chunks:
         if not all(isinstance(c, np.ndarray) and c.ndim == 2 for c in chunks):
             raise ctx.fail("holds `all_features` that are not 2-D arrays", "a FeatureStats cache")
-        out["features"] = _features(np.concatenate(chunks, axis=0), ctx, "`all_features`")
+        out["features"] = features_of(np.concatenate(chunks, axis=0), ctx, "`all_features`")
         if out["features"].shape[0] != n:
             raise ctx.fail(f"holds {out['features'].shape[0]} features but num_items={n}", "a FeatureStats cache")
     if "capture_mean_cov" in names and get("capture_mean_cov"):
-        raw = _moments(get("raw_mean"), get("raw_cov"), ctx, "`raw_mean`/`raw_cov`", raw=True)
+        raw = moments_of(get("raw_mean"), get("raw_cov"), ctx, "`raw_mean`/`raw_cov`", raw=True)
         mean = raw["mean"] / n  # FeatureStats.get_mean_cov: sums over N, then the biased covariance
         out.update(mean=mean, cov=raw["cov"] / n - torch.outer(mean, mean))
-        _check_covariance(out["cov"], ctx, "`raw_cov` / num_items - mean mean^T, as FeatureStats forms it")
+        check_covariance(out["cov"], ctx, "`raw_cov` / num_items - mean mean^T, as FeatureStats forms it")
     if len(out) == 1:
         raise ctx.fail("holds neither features (capture_all) nor statistics (capture_mean_cov)", "a FeatureStats cache")
     return out
 
 
-def _edm2(names: List[str], get: Callable[[str], Any], ctx: _Ctx, detector: Any) -> Dict[str, Any]:
+def _edm2(names: List[str], get: Callable[[str], Any], ctx: FileContext, detector: Any) -> Dict[str, Any]:
     choices = [n for n in names if _is_stats(get(n))]
     if detector is None and len(choices) == 1:
         detector = choices[0]
@@ -457,8 +389,8 @@ def _edm2(names: List[str], get: Callable[[str], Any], ctx: _Ctx, detector: Any)
             f"Expected argument `detector` to name one of the statistics in {ctx.path}: "
             f"{', '.join(repr(c) for c in choices)}, but got {detector!r}"
         )
-    stats = _moments(get(detector)["mu"], get(detector)["sigma"], ctx, f"entry {detector!r}")
-    num = _count(get("num_images")) if "num_images" in names else None
+    stats = moments_of(get(detector)["mu"], get(detector)["sigma"], ctx, f"entry {detector!r}")
+    num = count_of(get("num_images")) if "num_images" in names else None
     return {"num_samples": num, "extractor": EDM2_DETECTORS.get(detector, detector), "entry": detector, **stats}
 
 

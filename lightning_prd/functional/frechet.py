@@ -7,7 +7,8 @@ extreme range (beyond ``2^±100``) are scaled by an exact power of two before th
 formed, so any finite features whose distance fits float64 give it; the rest raise ``ValueError``.
 
 **Covariances given as numbers** (a statistics file, :func:`check_statistics`,
-:func:`frechet_distance_from_moments`) must be covariances up to rounding (:func:`covariance_defect`):
+:func:`frechet_distance_from_moments`) must be covariances up to rounding
+(:func:`~lightning_prd.functional.engine.stats.covariance_defect`):
 symmetric within ``COVARIANCE_TOLERANCE`` (1e-6) of their largest entry, and no eigenvalue below
 ``-COVARIANCE_TOLERANCE`` times their trace (float32 rounding of a stored or computed covariance moves its
 eigenvalues by about 1e-9 of the trace); anything else raises ``ValueError``. Within that tolerance the
@@ -19,54 +20,16 @@ defect is never a score.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import value_range
 from lightning_prd.functional.engine.sets import FeatureSets
-from lightning_prd.functional.engine.stats import gram64, mean64, unit_scale
+from lightning_prd.functional.engine.stats import COVARIANCE_TOLERANCE, covariance_defect, gram64, mean64, unit_scale
 
-#: relative rounding tolerance of a covariance given as numbers (module docstring)
-COVARIANCE_TOLERANCE = 1e-6
 _SQRT_EPS = float(torch.finfo(torch.float64).eps) ** 0.5
-
-
-def covariance_defect(cov: Tensor) -> Optional[str]:
-    """Why the float64 ``cov`` ``[D, D]`` is no covariance beyond rounding, as a phrase to follow its name
-    (``"is not symmetric: ..."``), or ``None`` when it is one: symmetric within ``COVARIANCE_TOLERANCE`` of its
-    largest entry and no eigenvalue below ``-COVARIANCE_TOLERANCE`` times its trace (module docstring).
-
-    Example:
-        >>> import torch
-        >>> covariance_defect(torch.eye(3, dtype=torch.float64)) is None
-        True
-        >>> covariance_defect(torch.diag(torch.tensor([1.0, 1.0, -3.0], dtype=torch.float64)))
-        'has the eigenvalue -3, below -5e-06 (1e-06 of its trace, the rounding tolerance): no covariance'
-    """
-    largest = float(cov.abs().max()) if cov.numel() else 0.0
-    if largest == 0:
-        return None
-    gap = float((cov - cov.T).abs().max())
-    if gap > COVARIANCE_TOLERANCE * largest:
-        return (
-            f"is not symmetric: entries [i, j] and [j, i] differ by up to {gap:.3g}, beyond the rounding tolerance "
-            f"{COVARIANCE_TOLERANCE * largest:.3g} ({COVARIANCE_TOLERANCE:g} of its largest entry)"
-        )
-    unit = (cov + cov.T) / (2 * largest)  # entries within [-1, 1]: no overflow in the factorisation
-    floor = COVARIANCE_TOLERANCE * float(unit.diagonal().abs().sum())
-    shifted = unit + floor * torch.eye(unit.shape[0], dtype=unit.dtype, device=unit.device)
-    if floor > 0 and int(torch.linalg.cholesky_ex(shifted)[1]) == 0:  # every eigenvalue above -floor
-        return None
-    low = float(torch.linalg.eigvalsh(unit)[0])
-    if low >= -floor:  # (Cholesky's own rounding at the boundary)
-        return None
-    low, floor = low * largest, floor * largest
-    return (
-        f"has the eigenvalue {low:.3g}, below {-floor:.3g} ({COVARIANCE_TOLERANCE:g} of its trace, the rounding "
-        "tolerance): no covariance"
-    )
 
 
 def _mean_cov(x: Tensor, name: str, spread: float) -> Tuple[Tensor, Tensor, float]:
@@ -103,7 +66,8 @@ def frechet_distance_from_moments(
     ``S_r S_f``), which avoids the complex-valued ``sqrtm`` of a non-symmetric product.
 
     Raises:
-        ValueError: ``cov_r`` or ``cov_f`` is no covariance beyond rounding (:func:`covariance_defect`), or
+        ValueError: ``cov_r`` or ``cov_f`` is no covariance beyond rounding
+            (:func:`~lightning_prd.functional.engine.stats.covariance_defect`), or
             the result is below 0 beyond the rounding of the formula (module docstring; within it, 0).
     """
     for cov, name in ((cov_r, "cov_r"), (cov_f, "cov_f")):

@@ -54,7 +54,6 @@ Example:
 from __future__ import annotations
 
 import math
-import unicodedata
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -63,7 +62,12 @@ from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.families import get_family, registered_options
-from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_positive_int
+from lightning_prd.functional.engine.inputs import (
+    check_ball,
+    check_block_bytes,
+    check_positive_int,
+    distinct_class_keys,
+)
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed
 from lightning_prd.functional.generative import generative_metrics
@@ -293,45 +297,6 @@ def _fits(family: Any, options: Dict[str, Any], n_r: int, n_f: int) -> bool:
     return n_r >= max(1, need_real) and n_f >= max(1, need_fake)
 
 
-def distinct_class_keys(names: Mapping[Any, Any], argument: str = "names") -> None:
-    """``ValueError`` naming both classes when two classes of ``names`` (``{label: name}``; a class without a name
-    is shown by its number) would be logged under one key: a name that is another class's number (``{2: "0"}``
-    would log class 2 as class 0), or two names that read the same once Unicode-normalised (NFKC) and stripped
-    of surrounding white space (``"cat"``, ``"cat "``, ``"ｃａｔ"``). ``argument`` names the argument in errors.
-
-    Example:
-        >>> distinct_class_keys({0: "cat", 1: "dog", 2: "2"})
-        >>> try:
-        ...     distinct_class_keys({2: "0"}, "class_names")
-        ... except ValueError as err:
-        ...     print(err)
-        Expected argument `class_names` to hold distinct names, one key per class, but class 2's name '0' is the \
-number of class 0
-    """
-    seen: Dict[str, Any] = {}
-    for label, name in names.items():
-        key = unicodedata.normalize("NFKC", str(name)).strip()
-        start = f"Expected argument `{argument}` to hold distinct names, one key per class, but"
-        number = _number(key)
-        if number is not None and number != label:
-            raise ValueError(f"{start} class {label}'s name {name!r} is the number of class {number}")
-        if key in seen:
-            other = seen[key]
-            raise ValueError(
-                f"{start} classes {other} and {label} are named {names[other]!r} and {name!r}, which read the same"
-            )
-        seen[key] = label
-
-
-def _number(key: str) -> Optional[int]:
-    """The integer whose decimal form is ``key`` (the key of an unnamed class), else None."""
-    try:
-        value = int(key)
-    except ValueError:
-        return None
-    return value if str(value) == key else None
-
-
 def per_class_scalars(
     result: Mapping[str, Tensor], *, names: Optional[Mapping[int, str]] = None, sep: str = "/"
 ) -> Dict[str, Union[float, int]]:
@@ -345,7 +310,8 @@ def per_class_scalars(
         result: the dict returned by :func:`per_class_metrics`.
         names: display name of each label (e.g. for labels that were strings); labels without
             a name are shown as integers. Every class keeps its own key: a name that is another class's
-            number, or two names that read the same, raise ``ValueError`` (:func:`distinct_class_keys`).
+            number, or two names that read the same, raise ``ValueError``
+            (:func:`~lightning_prd.functional.engine.inputs.distinct_class_keys`).
         sep: separator between the score and the class in the keys.
 
     Returns:

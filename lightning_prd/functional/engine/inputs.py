@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Optional, Tuple
+import unicodedata
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -343,3 +344,42 @@ def same_features(cached: Tensor, features: Tensor) -> bool:
     if cached.shape != features.shape or cached.device != features.device:
         return False
     return cached is features or bool(torch.equal(cached, features))
+
+
+def distinct_class_keys(names: Mapping[Any, Any], argument: str = "names") -> None:
+    """``ValueError`` naming both classes when two classes of ``names`` (``{label: name}``; a class without a name
+    is shown by its number) would be logged under one key: a name that is another class's number (``{2: "0"}``
+    would log class 2 as class 0), or two names that read the same once Unicode-normalised (NFKC) and stripped
+    of surrounding white space (``"cat"``, ``"cat "``, ``"ｃａｔ"``). ``argument`` names the argument in errors.
+
+    Example:
+        >>> distinct_class_keys({0: "cat", 1: "dog", 2: "2"})
+        >>> try:
+        ...     distinct_class_keys({2: "0"}, "class_names")
+        ... except ValueError as err:
+        ...     print(err)
+        Expected argument `class_names` to hold distinct names, one key per class, but class 2's name '0' is the \
+number of class 0
+    """
+    seen: Dict[str, Any] = {}
+    for label, name in names.items():
+        key = unicodedata.normalize("NFKC", str(name)).strip()
+        start = f"Expected argument `{argument}` to hold distinct names, one key per class, but"
+        number = _number(key)
+        if number is not None and number != label:
+            raise ValueError(f"{start} class {label}'s name {name!r} is the number of class {number}")
+        if key in seen:
+            other = seen[key]
+            raise ValueError(
+                f"{start} classes {other} and {label} are named {names[other]!r} and {name!r}, which read the same"
+            )
+        seen[key] = label
+
+
+def _number(key: str) -> Optional[int]:
+    """The integer whose decimal form is ``key`` (the key of an unnamed class), else None."""
+    try:
+        value = int(key)
+    except ValueError:
+        return None
+    return value if str(value) == key else None

@@ -77,3 +77,44 @@ def unit_scale(r: float) -> float:
     if r == 0 or 2.0**-SAFE_EXPONENT <= r <= 2.0**SAFE_EXPONENT:
         return 1.0
     return math.ldexp(1.0, -max(-1000, min(1000, math.frexp(r)[1])))
+
+
+#: relative rounding tolerance of a covariance given as numbers (:func:`covariance_defect`)
+COVARIANCE_TOLERANCE = 1e-6
+
+
+def covariance_defect(cov: Tensor) -> Optional[str]:
+    """Why the float64 ``cov`` ``[D, D]`` is no covariance beyond rounding, as a phrase to follow its name
+    (``"is not symmetric: ..."``), or ``None`` when it is one: symmetric within ``COVARIANCE_TOLERANCE`` of its
+    largest entry and no eigenvalue below ``-COVARIANCE_TOLERANCE`` times its trace (float32 rounding of a stored or
+    computed covariance moves its eigenvalues by about 1e-9 of the trace).
+
+    Example:
+        >>> import torch
+        >>> covariance_defect(torch.eye(3, dtype=torch.float64)) is None
+        True
+        >>> covariance_defect(torch.diag(torch.tensor([1.0, 1.0, -3.0], dtype=torch.float64)))
+        'has the eigenvalue -3, below -5e-06 (1e-06 of its trace, the rounding tolerance): no covariance'
+    """
+    largest = float(cov.abs().max()) if cov.numel() else 0.0
+    if largest == 0:
+        return None
+    gap = float((cov - cov.T).abs().max())
+    if gap > COVARIANCE_TOLERANCE * largest:
+        return (
+            f"is not symmetric: entries [i, j] and [j, i] differ by up to {gap:.3g}, beyond the rounding tolerance "
+            f"{COVARIANCE_TOLERANCE * largest:.3g} ({COVARIANCE_TOLERANCE:g} of its largest entry)"
+        )
+    unit = (cov + cov.T) / (2 * largest)  # entries within [-1, 1]: no overflow in the factorisation
+    floor = COVARIANCE_TOLERANCE * float(unit.diagonal().abs().sum())
+    shifted = unit + floor * torch.eye(unit.shape[0], dtype=unit.dtype, device=unit.device)
+    if floor > 0 and int(torch.linalg.cholesky_ex(shifted)[1]) == 0:  # every eigenvalue above -floor
+        return None
+    low = float(torch.linalg.eigvalsh(unit)[0])
+    if low >= -floor:  # (Cholesky's own rounding at the boundary)
+        return None
+    low, floor = low * largest, floor * largest
+    return (
+        f"has the eigenvalue {low:.3g}, below {-floor:.3g} ({COVARIANCE_TOLERANCE:g} of its trace, the rounding "
+        "tolerance): no covariance"
+    )
