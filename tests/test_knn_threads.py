@@ -4,6 +4,7 @@ bit-identical to the pass in one thread (float32 tiles and the bfloat16 screen, 
 unequal sizes), in one process and under DDP (2 gloo processes x 2 threads)."""
 
 import threading
+import time
 
 import pytest
 import torch
@@ -137,6 +138,101 @@ def test_an_error_in_one_thread_is_raised_and_stops_the_others():
     with pytest.raises(ValueError, match="thread 1 failed"):
         threads.run(fn, 3)
     assert torch.get_num_threads() >= 1
+
+
+def _workers_alive():
+    return [t for t in threading.enumerate() if t.name.startswith(threads.THREAD_PREFIX)]
+
+
+def test_no_worker_thread_outlives_a_pass(monkeypatch):
+    """The workers exist during a pass, are no daemon threads, and are all gone when it returns."""
+    during = []
+    real_run = threads.run
+
+    def fn(s):
+        s.sum(torch.ones(1))  # every thread has started once this returns
+        if s.tid == 0:
+            during.append([(t.name, t.daemon) for t in _workers_alive()])
+        return s.sum(torch.ones(1))  # and none has ended before thread 0 comes here
+
+    assert int(real_run(fn, 3)) == 3
+    assert sorted(during[0]) == [(f"{threads.THREAD_PREFIX}1", False), (f"{threads.THREAD_PREFIX}2", False)]
+    assert _workers_alive() == []
+
+    passes = []
+
+    def counted(fn, n, shard=None):
+        passes.append(n)
+        return real_run(lambda s: (during.append(len(_workers_alive())), fn(s))[1], n, shard)
+
+    monkeypatch.setattr(threads, "run", counted)
+    real, fake = _data("gauss", n=120, m=100, dim=8)
+    _scores(monkeypatch, "3", real, fake, block_bytes=20000)
+    assert passes and set(passes) == {3} and max(during[1:]) == 2
+    assert _workers_alive() == []
+
+
+def test_an_error_in_a_tile_joins_every_worker_before_it_is_raised():
+    seen = []
+
+    def fn(s):
+        seen.append(len(_workers_alive()))
+        if s.tid == 1:
+            raise ValueError("tile failed")
+        if s.tid == 2:
+            time.sleep(0.3)  # still inside its tile when the error is raised
+        return s.sum(torch.ones(1))
+
+    with pytest.raises(ValueError, match="tile failed"):
+        threads.run(fn, 3)
+    assert max(seen) >= 1 and _workers_alive() == []
+
+
+def test_a_thread_that_cannot_start_leaves_no_worker_behind(monkeypatch):
+    started = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        started.append(self)
+        if len(started) == 2:
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        threads.run(lambda s: s.sum(torch.ones(1)), 3)
+    monkeypatch.undo()
+    started[0].join(timeout=10)
+    assert not started[0].is_alive()  # the first worker did not wait for the missing one forever
+
+
+def test_an_interrupt_while_waiting_for_the_workers_still_joins_them(monkeypatch):
+    """Ctrl-C while the calling thread waits: the workers stop at their next collective, are
+    joined, and the interrupt is raised."""
+    go = threading.Event()
+    workers = []
+    real_join = threading.Thread.join
+
+    def fn(s):
+        if s.tid == 0:
+            workers.extend(_workers_alive())
+            return None  # the calling thread is done and waits for the others
+        go.wait(10)
+        return s.sum(torch.ones(1))  # thread 0 never comes: only an abort ends this
+
+    def join(self, timeout=None):
+        if not go.is_set():
+            go.set()
+            raise KeyboardInterrupt
+        return real_join(self, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", join)
+    with pytest.raises(KeyboardInterrupt):
+        threads.run(fn, 3)
+    monkeypatch.undo()
+    for t in workers:
+        t.join(timeout=10)
+    assert len(workers) == 2 and not any(t.is_alive() for t in workers)
 
 
 def test_workers_rule(monkeypatch):

@@ -56,6 +56,8 @@ MAX_WORKERS = 8
 MIN_WORK = 2**24
 #: Stages of :func:`each` touching fewer elements than this run in the calling thread.
 MIN_ELEMENTS = 2**20
+#: The name of every worker thread of :func:`run` starts with this (then the thread's number).
+THREAD_PREFIX = "lightning_prd-knn-"
 
 T = TypeVar("T")
 
@@ -197,7 +199,14 @@ def run(fn: Callable[[ThreadShard], T], n: int, shard: Optional[Shard] = None) -
     thread's result (every thread ends with the same one). ``shard``: this process's share of a
     process group, or None. An exception in any thread stops the others at their next
     collective and is raised here. The intra-op thread count and the grad mode of the calling
-    thread are kept; each thread has its own slot of the caller's :mod:`.workspace`."""
+    thread are kept; each thread has its own slot of the caller's :mod:`.workspace`.
+
+    No worker thread outlives the call: every started thread is joined before it returns or
+    raises, also when a thread cannot be started or the calling thread is interrupted
+    (``KeyboardInterrupt``) while it waits for them. The workers are named
+    ``lightning_prd-knn-<tid>`` and are not daemon threads, so even a worker that outlived its
+    pass would be waited for by the interpreter's exit instead of being stopped inside a torch
+    operation during the interpreter's shutdown."""
     saved, grad = torch.get_num_threads(), torch.is_grad_enabled()
     intra = max(1, saved // n)
     exchange = _Exchange(n)
@@ -221,20 +230,41 @@ def run(fn: Callable[[ThreadShard], T], n: int, shard: Optional[Shard] = None) -
         finally:
             _state.inside = False
 
-    others = [threading.Thread(target=work, args=(tid,), daemon=True) for tid in range(1, n)]
-    for t in others:
-        t.start()
+    started: List[threading.Thread] = []
     try:
+        for tid in range(1, n):
+            t = threading.Thread(target=work, args=(tid,), name=f"{THREAD_PREFIX}{tid}", daemon=False)
+            t.start()
+            started.append(t)
         work(0)
+    except BaseException:
+        exchange.barrier.abort()  # the started threads stop at their next collective
+        raise
     finally:
-        for t in others:
-            t.join()
-        torch.set_num_threads(saved)
+        try:
+            _join_all(started, exchange)
+        finally:
+            torch.set_num_threads(saved)
     raised = [e for e in errors if e is not None]
     if raised:
         first = next((e for e in raised if not isinstance(e, threading.BrokenBarrierError)), raised[0])
         raise first
     return results[0]
+
+
+def _join_all(started: Sequence[threading.Thread], exchange: _Exchange) -> None:
+    """Join every started worker. An interrupt while waiting (``KeyboardInterrupt``) stops the
+    workers at their next collective, the waiting goes on, and the interrupt is raised after."""
+    interrupted: Optional[BaseException] = None
+    for t in started:
+        while t.is_alive():
+            try:
+                t.join()
+            except BaseException as e:  # noqa: BLE001 - raised once every worker has ended
+                interrupted = interrupted or e
+                exchange.barrier.abort()
+    if interrupted is not None:
+        raise interrupted
 
 
 def each(fn: Callable[[int], T], count: int, device: torch.device, elements: int) -> List[T]:
