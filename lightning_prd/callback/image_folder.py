@@ -3,9 +3,11 @@
 **Rule.** The images are the ``.png``, ``.jpg`` and ``.jpeg`` files below the folder (recursively), in
 sorted path order; ``num_real`` keeps the first ones. Rank ``r`` of ``W`` decodes only its block
 (:func:`~lightning_prd.callback.sharding.rank_shard`), in batches of ``batch_size``, each image
-converted to RGB and given as uint8 ``[B, 3, H, W]``. A batch whose images differ in size is resized
-to the extractor's ``input_size`` (float in [0, 1], bilinear, antialiased), as ``lightning-prd
-evaluate`` does; without an ``input_size`` it raises. Reading needs Pillow (``pip install pillow``).
+converted to RGB and given as uint8 ``[B, 3, H, W]``, a batch holding consecutive images of one size
+(:mod:`~lightning_prd.features.image_folder`, as ``lightning-prd evaluate`` reads a folder): each image
+is resized from its own size by the extractor, so the features do not depend on ``batch_size``; images
+of different sizes raise when the extractor declares no ``input_size``. Reading needs Pillow
+(``pip install pillow``).
 """
 
 from __future__ import annotations

@@ -55,8 +55,10 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
               iterable-style dataset is read as the loader yields it). Then as a DataLoader above.
             * a path (``str`` or ``os.PathLike``) to a folder: its ``.png``/``.jpg``/``.jpeg`` files,
               recursively, in sorted path order, as uint8 RGB ``[B, 3, H, W]``, embedded with
-              ``feature_extractor`` (required; Pillow needed). A batch of mixed sizes is resized to
-              the extractor's ``input_size``.
+              ``feature_extractor`` (required; Pillow needed). A batch holds consecutive images of
+              one size, so each image is resized from its own size by the extractor's own resize and
+              the features do not depend on ``batch_size``
+              (:mod:`~lightning_prd.features.image_folder`).
             * a path to a file that :func:`~lightning_prd.features.reference_files.read_reference`
               reads (told by its content: ``.npy``/``.npz``/``torch.save``/pickle; our features
               files, clean-fid, torch-fidelity, dgm-eval, NVlabs, EDM2, pytorch-fid,

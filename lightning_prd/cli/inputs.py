@@ -163,7 +163,7 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
 def _image_batches(
     files: Sequence[Path], batch_size: int, size: Optional[Tuple[int, int]], folder: Path, flag: str
 ) -> Iterator[Tensor]:
-    """uint8 ``[B, 3, H, W]`` batches; a batch of mixed sizes is resized to ``size`` (float [0, 1])."""
+    """uint8 ``[B, 3, H, W]`` batches of consecutive images of one size (:func:`image_batches`)."""
     return image_batches(
         files,
         batch_size,

@@ -1,11 +1,15 @@
-"""A folder of images as the package reads it (``lightning-prd evaluate --real DIR``, ``PRDCallback(real=DIR)``).
+"""A folder of images as the package reads it (``lightning-prd evaluate --real DIR``, ``lightning-prd features``,
+``PRDCallback(real=DIR)``).
 
 **Rule.** The images are the ``.png``, ``.jpg`` and ``.jpeg`` files below the folder (recursively), in
-sorted path order, each converted to RGB and given as uint8 ``[3, H, W]``. A batch whose images share
-one size is stacked to uint8 ``[B, 3, H, W]``; a batch of mixed sizes is resized to the extractor's
-``input_size`` (float in [0, 1], bilinear, antialiased), and without an ``input_size`` it is refused.
-Reading needs Pillow (the ``images`` extra). Each caller words the errors for its own argument: it
-passes ``unreadable(path, error)`` and ``mixed(sizes)``, which return the exception to raise.
+sorted path order, each converted to RGB and given as uint8 ``[3, H, W]`` at its own size. A batch is
+the next run of at most ``batch_size`` consecutive images of one size, stacked to uint8 ``[B, 3, H, W]``:
+a change of size starts a new batch. So the extractor resizes every image from its own size with its
+own resize (a protocol's: TF1 bilinear, torch bilinear, Pillow bicubic), and the features, and every
+score, are the same at every batch size. Images of different sizes are refused when the extractor
+declares no ``input_size`` (the size its network runs at). Reading needs Pillow (the ``images``
+extra). Each caller words the errors for its own argument: it passes ``unreadable(path, error)`` and
+``mixed(sizes)``, which return the exception to raise.
 
 Example:
     >>> import tempfile
@@ -51,20 +55,20 @@ def image_batches(
     unreadable: Callable[[Path, Exception], Exception],
     mixed: Callable[[str], Exception],
 ) -> Iterator[Tensor]:
-    """The images of ``files`` in batches of ``batch_size`` (module docstring); ``mixed(sizes)`` is raised
-    for a batch of mixed sizes when ``size`` is None (``sizes``: e.g. ``"32x32 and 64x64"``)."""
-    import torch.nn.functional as F
-
-    for start in range(0, len(files), batch_size):
-        images = [read_image(p, unreadable) for p in files[start : start + batch_size]]
-        shapes = sorted({tuple(im.shape[1:]) for im in images})
-        if len(shapes) == 1:
-            yield torch.stack(images)
-            continue
-        if size is None:
-            raise mixed(" and ".join(f"{h}x{w}" for h, w in shapes[:2]))
-        resized = [
-            F.interpolate(im[None].float() / 255, size=size, mode="bilinear", align_corners=False, antialias=True)
-            for im in images
-        ]
-        yield torch.cat(resized).clamp(0.0, 1.0)
+    """The images of ``files`` in batches of at most ``batch_size`` consecutive images of one size (module
+    docstring). ``size`` is the extractor's ``input_size``; when it is None, ``mixed(sizes)`` is raised at the
+    first image whose size differs from the first one's (``sizes``: e.g. ``"32x32 and 64x64"``)."""
+    run: List[Tensor] = []
+    first: Optional[Tuple[int, ...]] = None
+    for path in files:
+        image = read_image(path, unreadable)
+        shape = tuple(image.shape[1:])
+        first = shape if first is None else first
+        if size is None and shape != first:
+            raise mixed(" and ".join(f"{h}x{w}" for h, w in (first, shape)))
+        if run and (shape != tuple(run[0].shape[1:]) or len(run) == batch_size):
+            yield torch.stack(run)
+            run = []
+        run.append(image)
+    if run:
+        yield torch.stack(run)
