@@ -7,8 +7,8 @@ the next run of at most ``batch_size`` consecutive images of one size, stacked t
 a change of size starts a new batch. So the extractor resizes every image from its own size with its
 own resize (a protocol's: TF1 bilinear, torch bilinear, Pillow bicubic), and the features, and every
 score, are the same at every batch size. Images of different sizes are refused when the extractor
-declares no ``input_size`` (the size its network runs at). Reading needs Pillow (the ``images``
-extra). Each caller words the errors for its own argument: it passes ``unreadable(path, error)`` and
+declares no ``input_size`` (the size its network runs at). Reading needs Pillow (``pip install
+pillow``). Each caller words the errors for its own argument: it passes ``unreadable(path, error)`` and
 ``mixed(sizes)``, which return the exception to raise.
 
 Example:
