@@ -27,6 +27,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import TensorBoardLogger
 from test_callback import REAL, Tiny, trainer
+from test_loggers import offline_wandb_env
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.runs.reader import load_runs
@@ -95,15 +96,7 @@ def _wandb(root, name, monkeypatch):
 
     save_dir = root / f"wandb_{name}"
     save_dir.mkdir(parents=True)
-    for key, value in dict(
-        WANDB_MODE="offline",
-        WANDB_DIR=str(save_dir),
-        WANDB_SILENT="true",
-        WANDB_CONSOLE="off",
-        WANDB_DISABLE_GIT="true",
-        WANDB_DISABLE_CODE="true",
-    ).items():
-        monkeypatch.setenv(key, value)
+    offline_wandb_env(monkeypatch, save_dir)
     return WandbLogger(save_dir=str(save_dir), offline=True, project="prd-resume", name=name)
 
 

@@ -374,19 +374,24 @@ def _wait_for_exit_record(path, timeout=20.0):
         time.sleep(0.2)
 
 
-def test_wandb_offline_run_directory(tmp_path, monkeypatch):
-    wandb = pytest.importorskip("wandb")
-    from pytorch_lightning.loggers import WandbLogger
-
+def offline_wandb_env(monkeypatch, folder):
+    """W&B offline, quiet, writing under ``folder``, without git or code capture."""
     for key, value in dict(
         WANDB_MODE="offline",
-        WANDB_DIR=str(tmp_path),
+        WANDB_DIR=str(folder),
         WANDB_SILENT="true",
         WANDB_CONSOLE="off",
         WANDB_DISABLE_GIT="true",
         WANDB_DISABLE_CODE="true",
     ).items():
         monkeypatch.setenv(key, value)
+
+
+def test_wandb_offline_run_directory(tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    from pytorch_lightning.loggers import WandbLogger
+
+    offline_wandb_env(monkeypatch, tmp_path)
     logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="prd-test")
     try:
         _, cb = run(tmp_path, logger)

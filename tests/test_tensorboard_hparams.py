@@ -17,7 +17,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
-from test_loggers import _wait_for_exit_record
+from test_loggers import _wait_for_exit_record, offline_wandb_env
 
 from lightning_prd.callback import PRDCallback
 
@@ -133,15 +133,7 @@ def test_fingerprint_in_the_wandb_config_of_an_offline_run(tmp_path, monkeypatch
     wandb = pytest.importorskip("wandb")
     from pytorch_lightning.loggers import WandbLogger
 
-    for key, value in dict(
-        WANDB_MODE="offline",
-        WANDB_DIR=str(tmp_path),
-        WANDB_SILENT="true",
-        WANDB_CONSOLE="off",
-        WANDB_DISABLE_GIT="true",
-        WANDB_DISABLE_CODE="true",
-    ).items():
-        monkeypatch.setenv(key, value)
+    offline_wandb_env(monkeypatch, tmp_path)
     logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="prd-hparams")
     try:
         cb = fit([logger])

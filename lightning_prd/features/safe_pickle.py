@@ -377,7 +377,7 @@ def check_npy_sizes(path: Path, kind: str) -> None:
         if declared > size - header:
             entry = f"its entry {name!r}" if name else "it"
             raise ValueError(
-                f"the file is truncated or its header is wrong: {entry} declares an array of {declared:,} bytes, "
+                f"the file is truncated or corrupt: {entry} declares an array of {declared:,} bytes, "
                 f"but holds {max(size - header, 0):,}"
             )
 
