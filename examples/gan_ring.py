@@ -388,7 +388,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
 
     log_dir = logger.log_dir
     print(f"\nTensorBoard logs: {log_dir}")
-    tabs = "Scalars, Custom Scalars, Images" + (", PR Curves" if "prd_precision" in prd.last_result else "")
+    tabs = "Scalars, Custom Scalars, HParams, Images" + (", PR Curves" if "prd_precision" in prd.last_result else "")
     print(f"Open them with:   tensorboard --logdir {args.logdir}   (then http://localhost:6006: {tabs})")
     print(f"Compare runs:     lightning-prd runs {os.path.join(args.logdir, parent) if parent else args.logdir}")
     return {**rows, **trade}
