@@ -146,6 +146,17 @@ def test_a_width_mismatch_names_both_widths_the_file_and_the_generator(tmp_path)
     assert "the 4 features" in text and "got 3" in text
 
 
+def test_a_width_mismatch_against_a_features_file_names_both_widths_the_file_and_the_generator(tmp_path):
+    path = str(tmp_path / "real_features.npy")
+    np.save(path, np.random.default_rng(0).normal(size=(30, 4)).astype(np.float32))
+    cb = PRDCallback(path, sample_fn=lambda m, n: torch.randn(n, 3), num_samples=20, log_curves=False)
+    with pytest.raises(ValueError) as info:
+        quiet_trainer(tmp_path, [cb], max_epochs=1).fit(GaussianSampler())
+    text = str(info.value)
+    assert "\n" not in text and path in text and "`sample_fn`" in text
+    assert "the 4 features of the features" in text and "got 3" in text
+
+
 def test_the_metrics_width_error_names_the_statistics_it_holds():
     metric = GenerativeMetrics(**METRIC_FD_ONLY)
     metric.set_real_statistics(torch.zeros(4), torch.eye(4), num_samples=50, source="ref.npz (fid-stats)")

@@ -251,7 +251,7 @@ class PRDCallbackCore(RealSide):
                         if keep:
                             self._images.append(samples.detach().cpu())
                         feats = self._features(samples, device, role=fake_role(name))
-                        self._check_statistics_width(feats, name)
+                        self._check_file_width(feats, name)
                         extracted = self.feature_extractor is not None
                         update_fake(self.metric, feats, name, extracted=extracted, labels=labels)
                 if self.fingerprint is None:  # the first evaluation of the fit; a collective under DDP

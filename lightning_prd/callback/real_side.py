@@ -198,18 +198,22 @@ class RealSide:
             raise
         self._real_ready = True
 
-    def _check_statistics_width(self, feats: Tensor, generator: str) -> None:
-        """Generated features ``feats`` (of ``generator``, e.g. ``sample_fn``) of the width of a statistics file's
-        mean, when ``real`` is one; ``ValueError`` naming both widths, the file and the generator."""
-        ref = self._source.reference
-        if self._source.kind != "statistics" or ref is None or ref.mean is None or feats.ndim != 2:
+    def _check_file_width(self, feats: Tensor, generator: str) -> None:
+        """Generated features ``feats`` (of ``generator``, e.g. ``sample_fn``) of the width of the features or the
+        statistics' mean of the file ``real`` names, when it names one; ``ValueError`` naming both widths, the
+        file and the generator."""
+        ref, kind = self._source.reference, self._source.kind
+        if ref is None or kind not in ("features", "statistics") or feats.ndim != 2:
             return  # (features of another shape are left to the metric's own checks)
-        width = feats.shape[1]
-        if width != ref.mean.shape[0]:
+        width = int(ref.mean.shape[0]) if kind == "statistics" and ref.mean is not None else None
+        if kind == "features" and ref.features is not None:
+            width = int(ref.features.shape[1])
+        if width is not None and feats.shape[1] != width:
             made = "`feature_extractor`'s features of" if self.feature_extractor is not None else "the features of"
+            held = "statistics" if kind == "statistics" else "features"
             raise ValueError(
-                f"Expected {made} the generated samples of `{generator}` to have the {ref.mean.shape[0]} features of "
-                f"the statistics of argument `real` ({self._source.path}, {ref.source}), but got {width} "
+                f"Expected {made} the generated samples of `{generator}` to have the {width} features of "
+                f"the {held} of argument `real` ({self._source.path}, {ref.source}), but got {feats.shape[1]} "
                 f"(shape {tuple(feats.shape)})"
             )
 
