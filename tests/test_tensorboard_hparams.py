@@ -129,6 +129,31 @@ def test_a_fit_that_scores_nothing_keeps_the_loggers_own_session(tmp_path):
     assert [info.name.tag for info in experiment.metric_infos] == ["hp_metric"]
 
 
+class Crashing(Module):
+    def training_step(self, batch, batch_idx):
+        if self.current_epoch == 1:
+            raise RuntimeError("the user's own bug")
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("default_hp_metric", [True, False])
+def test_a_fit_that_crashes_gives_the_logger_its_setting_back(tmp_path, default_hp_metric):
+    """Lightning calls no ``teardown`` after an exception: the setting comes back in ``on_exception``."""
+    tb = TensorBoardLogger(str(tmp_path), name="tb", default_hp_metric=default_hp_metric)
+    cb = PRDCallback(REAL, num_samples=64, metric=dict(prd=False, alpha_beta=False), verbose=False)
+    trainer = pl.Trainer(
+        max_epochs=EPOCHS,
+        logger=tb,
+        callbacks=[cb],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    with pytest.raises(RuntimeError, match="the user's own bug"):
+        trainer.fit(Crashing())
+    assert tb._default_hp_metric is default_hp_metric
+
+
 def test_fingerprint_in_the_wandb_config_of_an_offline_run(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     from pytorch_lightning.loggers import WandbLogger

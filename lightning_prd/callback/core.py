@@ -169,6 +169,9 @@ class PRDCallbackCore(RealSide):
         if stage == "fit":
             release_sessions(trainer.loggers)
 
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        release_sessions(trainer.loggers)  # Lightning calls no ``teardown`` after an exception
+
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if fitting(trainer) and validation_ends_epoch(trainer) and self._due(trainer.current_epoch):
             self._evaluate(trainer, pl_module, trainer.current_epoch, in_validation=True)
