@@ -47,3 +47,15 @@ def open_clip_importable(monkeypatch):
 def torchvision_missing(monkeypatch):
     """``import torchvision`` raises ImportError, whether or not it is installed."""
     monkeypatch.setitem(sys.modules, "torchvision", None)
+
+
+@pytest.fixture
+def paths_that_are_no_file(tmp_path):
+    """``(path, the error expected, what the message says it is)`` for weights paths that are no file."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link.pth").symlink_to(tmp_path / "gone.pth")
+    return (
+        (tmp_path / "folder", ValueError, "is a directory"),
+        (tmp_path / "link.pth", FileNotFoundError, "is a broken symbolic link"),
+        (tmp_path / "missing.pth", FileNotFoundError, "does not exist"),
+    )

@@ -400,15 +400,9 @@ def test_vgg_adapter_random_and_loaded(tmp_path):
 
 
 # ---------------------------------------------------------------------------- weights files that cannot serve
-def test_a_weights_path_that_is_no_file_says_what_it_is(tmp_path, empty_hub):
+def test_a_weights_path_that_is_no_file_says_what_it_is(tmp_path, empty_hub, paths_that_are_no_file):
     kw = dict(model="M", filename="m.pth", url="https://example.invalid/m.pth", random_init=False)
-    (tmp_path / "folder").mkdir()
-    (tmp_path / "link.pth").symlink_to(tmp_path / "gone.pth")
-    for path, error, what in (
-        (tmp_path / "folder", ValueError, "is a directory"),
-        (tmp_path / "link.pth", FileNotFoundError, "is a broken symbolic link"),
-        (tmp_path / "missing.pth", FileNotFoundError, "does not exist"),
-    ):
+    for path, error, what in paths_that_are_no_file:
         with pytest.raises(error) as info:
             resolve_weights(str(path), **kw)
         text = str(info.value)

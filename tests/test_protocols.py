@@ -237,15 +237,9 @@ def test_a_torchscript_file_is_taken_from_the_cache_by_its_published_sha256_only
         find_weights(get_protocol("clean-fid"))
 
 
-def test_a_weights_path_that_is_no_file_says_what_it_is(tmp_path, hub):
+def test_a_weights_path_that_is_no_file_says_what_it_is(hub, paths_that_are_no_file):
     p = get_protocol("fid")
-    (tmp_path / "folder").mkdir()
-    (tmp_path / "link.pth").symlink_to(tmp_path / "gone.pth")
-    for path, error, what in (
-        (tmp_path / "folder", ValueError, "is a directory"),
-        (tmp_path / "link.pth", FileNotFoundError, "is a broken symbolic link"),
-        (tmp_path / "missing.pth", FileNotFoundError, "does not exist"),
-    ):
+    for path, error, what in paths_that_are_no_file:
         with pytest.raises(error) as info:
             check_weights_file(p, path)
         text = str(info.value)
