@@ -20,7 +20,7 @@ from test_loggers import CurveMetric, FakeRun, MemoryLogger, fake_wandb  # noqa:
 from lightning_prd.callback import PRDCallback
 from lightning_prd.runs.reader import load_runs
 
-from tiny_modules import GaussianSampling, TinyTraining, Validating
+from tiny_modules import GaussianSampling, TinyTraining, Validating, quiet_trainer
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"
@@ -52,17 +52,7 @@ STEPS_PER_EPOCH = Module.train_rows // Module.train_batch
 
 def fit(root, module, loggers, **cb_kwargs):
     cb = PRDCallback(REAL, num_samples=128, metric=CurveMetric(reset_real_features=False), **cb_kwargs)
-    trainer = pl.Trainer(
-        max_epochs=EPOCHS,
-        logger=loggers,
-        callbacks=[cb],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        log_every_n_steps=1,
-        default_root_dir=str(root),
-    )
-    trainer.fit(module)
+    quiet_trainer(root, [cb], EPOCHS, logger=loggers, log_every_n_steps=1).fit(module)
     return cb
 
 

@@ -21,7 +21,7 @@ from test_loggers import _wait_for_exit_record, offline_wandb_env
 
 from lightning_prd.callback import PRDCallback
 
-from tiny_modules import GaussianSampling, TinyTraining
+from tiny_modules import GaussianSampling, TinyTraining, quiet_trainer
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*", "ignore:.*smaller than the logging interval.*", "ignore:.*LeafSpec.*"
@@ -44,16 +44,7 @@ class Module(TinyTraining, GaussianSampling, pl.LightningModule):
 
 def fit(loggers, **cb_kwargs):
     cb = PRDCallback(REAL, num_samples=64, metric=dict(prd=False, alpha_beta=False), **cb_kwargs)
-    trainer = pl.Trainer(
-        max_epochs=EPOCHS,
-        logger=loggers,
-        callbacks=[cb],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        log_every_n_steps=1,
-    )
-    trainer.fit(Module())
+    quiet_trainer(loggers[0].save_dir, [cb], EPOCHS, logger=loggers, log_every_n_steps=1).fit(Module())
     return cb
 
 
@@ -141,16 +132,8 @@ def test_a_fit_that_crashes_gives_the_logger_its_setting_back(tmp_path, default_
     """Lightning calls no ``teardown`` after an exception: the setting comes back in ``on_exception``."""
     tb = TensorBoardLogger(str(tmp_path), name="tb", default_hp_metric=default_hp_metric)
     cb = PRDCallback(REAL, num_samples=64, metric=dict(prd=False, alpha_beta=False), verbose=False)
-    trainer = pl.Trainer(
-        max_epochs=EPOCHS,
-        logger=tb,
-        callbacks=[cb],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
     with pytest.raises(RuntimeError, match="the user's own bug"):
-        trainer.fit(Crashing())
+        quiet_trainer(tmp_path, [cb], EPOCHS, logger=tb).fit(Crashing())
     assert tb._default_hp_metric is default_hp_metric
 
 
