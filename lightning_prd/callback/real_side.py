@@ -202,15 +202,13 @@ class RealSide:
         """Generated features ``feats`` (of ``generator``, e.g. ``sample_fn``) of the width of the features or the
         statistics' mean of the file ``real`` names, when it names one; ``ValueError`` naming both widths, the
         file and the generator."""
-        ref, kind = self._source.reference, self._source.kind
-        if ref is None or kind not in ("features", "statistics") or feats.ndim != 2:
+        ref, held = self._source.reference, self._source.kind
+        if ref is None or held not in ("features", "statistics") or feats.ndim != 2:
             return  # (features of another shape are left to the metric's own checks)
-        width = int(ref.mean.shape[0]) if kind == "statistics" and ref.mean is not None else None
-        if kind == "features" and ref.features is not None:
-            width = int(ref.features.shape[1])
+        rows = ref.mean if held == "statistics" else ref.features  # [D] or [N, D]: the width is the last side
+        width = None if rows is None else int(rows.shape[-1])
         if width is not None and feats.shape[1] != width:
             made = "`feature_extractor`'s features of" if self.feature_extractor is not None else "the features of"
-            held = "statistics" if kind == "statistics" else "features"
             raise ValueError(
                 f"Expected {made} the generated samples of `{generator}` to have the {width} features of "
                 f"the {held} of argument `real` ({self._source.path}, {ref.source}), but got {feats.shape[1]} "

@@ -41,6 +41,7 @@ from lightning_prd.callback.sources import RENAMED, renamed
 from lightning_prd.features import registry
 from lightning_prd.features.image_folder import image_files
 from lightning_prd.features.reference_files import EDM2_DETECTORS, ReferenceFileError, ReferenceSet, read_reference
+from lightning_prd.functional.engine.inputs import same_features
 
 DATAMODULE = "datamodule:"
 SPLITS = ("train", "val", "test", "predict")
@@ -283,7 +284,8 @@ def check_held_out(
     elif isinstance(real, DataLoader) and isinstance(test, DataLoader) and test.dataset is real.dataset:
         same = "a loader of the same dataset"
     comparable = identity or real_source.embedded == test_source.embedded
-    if not same and comparable and _equal_rows(real_source.rows, test_source.rows):
+    rows = (real_source.rows, test_source.rows)
+    if not same and comparable and all(isinstance(r, torch.Tensor) for r in rows) and same_features(*rows):
         same = "the same samples" if real_source.embedded else "the same features"
     if same:
         shown = f"{test_source.path} and {real_source.path}" if test_source.path else type(test).__name__
@@ -292,7 +294,3 @@ def check_held_out(
             f"Expected argument `test` to be a held-out real set the model was not trained on, but it is {same} as "
             f"argument `real` ({shown}); pass real samples kept out of training"
         )
-
-
-def _equal_rows(a: Any, b: Any) -> bool:
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)

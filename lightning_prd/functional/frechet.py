@@ -74,6 +74,12 @@ def frechet_distance_from_moments(
         defect = covariance_defect(cov)
         if defect is not None:
             raise ValueError(f"Expected argument `{name}` to be a covariance matrix, but it {defect}")
+    return _distance(mu_r, cov_r, mu_f, cov_f, scale_r, scale_f)
+
+
+def _distance(mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor, scale_r: float, scale_f: float) -> Tensor:
+    """:func:`frechet_distance_from_moments` of covariances known to be ones up to rounding (formed from features,
+    or a statistics file's, checked when read), so they are not checked again on every evaluation."""
     ev, vec = torch.linalg.eigh((cov_r + cov_r.T) / 2)
     ev = ev.clamp(min=0)  # negative eigenvalues within the rounding tolerance are 0
     root_r = (vec * ev.sqrt()) @ vec.T
@@ -139,7 +145,7 @@ def frechet_of(sets: FeatureSets) -> Tensor:
     """The Fréchet distance of checked sets (see :func:`frechet_distance`)."""
     mu_r, cov_r, scale_r = _mean_cov(sets.real, "real", sets.spread_of("real"))
     mu_f, cov_f, scale_f = _mean_cov(sets.fake, "fake", sets.spread_of("fake"))
-    return frechet_distance_from_moments(mu_r, cov_r, mu_f, cov_f, scale_r, scale_f)
+    return _distance(mu_r, cov_r, mu_f, cov_f, scale_r, scale_f)
 
 
 def check_statistics(mean: Any, cov: Any, name: str = "real") -> Tuple[Tensor, Tensor]:
@@ -160,10 +166,11 @@ def check_statistics(mean: Any, cov: Any, name: str = "real") -> Tuple[Tensor, T
     return mu, (sigma + sigma.T) / 2
 
 
-def frechet_to_statistics(mean: Tensor, cov: Tensor, fake: Tensor) -> Tensor:
+def frechet_to_statistics(mean: Tensor, cov: Tensor, fake: Tensor, source: str = "") -> Tensor:
     """The Fréchet distance between a real set given by its float64 ``mean`` and ``cov`` (as a statistics file
     holds them, e.g. pytorch-fid's ``mu``/``sigma``: :func:`check_statistics`) and checked generated features
     ``fake`` ``[M, D]`` (their covariance unbiased, ``M - 1``, as pytorch-fid and torch-fidelity compute it).
+    ``source``: where the statistics came from (e.g. ``"ref.npz (fid-stats)"``), named in a width error.
 
     Example:
         >>> import torch
@@ -176,8 +183,8 @@ def frechet_to_statistics(mean: Tensor, cov: Tensor, fake: Tensor) -> Tensor:
     if fake.shape[1] != mean.shape[0]:
         raise ValueError(
             f"Expected the generated features to have the {mean.shape[0]} features of the real statistics, "
-            f"but got {fake.shape[1]}"
+            f"but got {fake.shape[1]}" + (f" (the real set is given as {source})" if source else "")
         )
     mu_f, cov_f, scale_f = _mean_cov(fake, "fake", value_range(fake))
     mean, cov = mean.to(fake.device), cov.to(fake.device)
-    return frechet_distance_from_moments(mean, cov, mu_f, cov_f, 1.0, scale_f)
+    return _distance(mean, cov, mu_f, cov_f, 1.0, scale_f)

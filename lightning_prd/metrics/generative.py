@@ -303,13 +303,7 @@ class GenerativeMetrics(FeatureMetric):
                 "and features from `update(..., real=True)`)"
             )
         mean, cov, held = self._real_statistics
-        fake = self._features("fake")
-        if fake.shape[1] != mean.shape[0]:
-            raise ValueError(
-                f"Expected the generated features to have the {mean.shape[0]} features of the real statistics, but "
-                f"got {fake.shape[1]} (the real set is given as {held})"
-            )
-        return {"frechet_distance": frechet_to_statistics(mean, cov, fake)}
+        return {"frechet_distance": frechet_to_statistics(mean, cov, self._features("fake"), held)}
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         sets = FeatureSets(real, fake)  # checked batch by batch in update()
