@@ -119,15 +119,13 @@ def _read_array(path: Path, key: Optional[str], key_flag: Optional[str]) -> _Arr
         if key is not None and key_flag != "--key":
             raise CLIError(f"{key_flag} {key!r} names an entry, but {what}")
 
-    from lightning_prd.features.safe_pickle import check_npy_sizes, torch_load_safe
+    from lightning_prd.features.safe_pickle import load_data, torch_load_safe
 
     if suffix == ".npy":
         unnamed("a .npy file holds one unnamed array")
-        check_npy_sizes(path, "npy")
-        return _Array(_from_numpy(np.load(path, allow_pickle=False)))
+        return _Array(_from_numpy(load_data(path, "npy")))
     if suffix == ".npz":
-        check_npy_sizes(path, "npz")
-        with np.load(path, allow_pickle=False) as data:
+        with load_data(path, "npz") as data:
             names = list(data.files)
             if not names:
                 raise CLIError("the .npz archive holds no arrays")

@@ -116,14 +116,12 @@ def _read_array(path: Path, suffix: str) -> Tuple[Any, Optional[str]]:
         raise CLIError("cannot read the file: the file is empty")
     if not head.startswith(_MAGIC[suffix]):
         raise CLIError(f"cannot read the file: not {_WHAT[suffix]} (it does not start with the {suffix} file header)")
-    from lightning_prd.features.safe_pickle import check_npy_sizes, torch_load_safe
+    from lightning_prd.features.safe_pickle import load_data, torch_load_safe
 
     if suffix == ".npy":
-        check_npy_sizes(path, "npy")
-        return np.load(path, allow_pickle=False), None
+        return load_data(path, "npy"), None
     if suffix == ".npz":
-        check_npy_sizes(path, "npz")
-        with np.load(path, allow_pickle=False) as data:
+        with load_data(path, "npz") as data:
             return _entry(list(data.files), "arrays", lambda name: data[name])
     obj = torch_load_safe(path)
     if isinstance(obj, dict):
