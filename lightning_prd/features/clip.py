@@ -67,7 +67,7 @@ from lightning_prd.features.dino_clip import (
     pil_pass_order,
     shorter_side,
 )
-from lightning_prd.features.images import ImageExtractor, file_sha256, not_a_file, seeded
+from lightning_prd.features.images import ImageExtractor, file_sha256, require_file, seeded
 from lightning_prd.features.install_hint import torchvision_install_command
 from lightning_prd.features.resize import uint8_images
 
@@ -145,12 +145,9 @@ def _weights_file(arch: str, weights: Any, pretrained: Any, random_init: Any) ->
     if not isinstance(weights, (str, os.PathLike)):
         raise TypeError(f"Expected argument `weights` to be a file path, but got {type(weights).__name__}")
     path = Path(weights).expanduser()
-    found = not_a_file(path)
-    if found is not None:
-        kind, what = found
-        raise kind(
-            f"CLIP weights file {str(path)!r} {what}; expected an open_clip checkpoint there (CMMD: {CMMD_WEIGHTS})"
-        )
+    require_file(
+        path, f"CLIP weights file {str(path)!r}", f"expected an open_clip checkpoint there (CMMD: {CMMD_WEIGHTS})"
+    )
     return path
 
 

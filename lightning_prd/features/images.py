@@ -271,13 +271,12 @@ def resolve_weights(
                 f"Expected argument `weights` to be a file path or a state dict, but got {type(weights).__name__}"
             )
         path = Path(weights).expanduser()
-        found = not_a_file(path)
-        if found is not None:
-            kind, what = found
-            raise kind(
-                f"{model} weights file {str(path)!r} {what}; expected the file `{filename}` there: {get} and pass "
-                f"its path as `weights` (CLI: --weights), or put it at {hub / filename}"
-            )
+        require_file(
+            path,
+            f"{model} weights file {str(path)!r}",
+            f"expected the file `{filename}` there: {get} and pass its path as `weights` (CLI: --weights), "
+            f"or put it at {hub / filename}",
+        )
         return path
     for name in (filename, *also):
         if (hub / name).is_file():
@@ -372,6 +371,23 @@ def load_into(module: nn.Module, state: Mapping[str, Tensor], model: str, source
 
 
 _SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
+
+
+def require_file(path: Path, head: str, tail: str) -> None:
+    """Raise the error of :func:`not_a_file` when ``path`` is no readable file: ``"<head> <what it is>; <tail>"``.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> try:
+        ...     require_file(pathlib.Path(tempfile.mkdtemp()), "weights file 'w'", "expected `m.pth` there")
+        ... except ValueError as err:
+        ...     print(err)
+        weights file 'w' is a directory; expected `m.pth` there
+    """
+    found = not_a_file(path)
+    if found is not None:
+        kind, what = found
+        raise kind(f"{head} {what}; {tail}")
 
 
 def not_a_file(path: Path) -> Optional[Tuple[type, str]]:

@@ -66,7 +66,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.features.images import file_sha256, not_a_file
+from lightning_prd.features.images import file_sha256, require_file
 from lightning_prd.features.resize import uint8_images
 
 FILENAME = "vgg16.pt"
@@ -156,13 +156,12 @@ class NVlabsVGG16Features(FeatureExtractor):
                 f"but got {type(weights).__name__}"
             )
         path = Path(weights).expanduser()
-        found = not_a_file(path)
-        if found is not None:
-            kind, what = found
-            raise kind(
-                f"NVlabs VGG-16 file {str(path)!r} {what}; expected the file `{FILENAME}` there: get it from {URL} "
-                "on a machine with network access and pass its path as `weights` (CLI: --weights)"
-            )
+        require_file(
+            path,
+            f"NVlabs VGG-16 file {str(path)!r}",
+            f"expected the file `{FILENAME}` there: get it from {URL} on a machine with network access and pass "
+            "its path as `weights` (CLI: --weights)",
+        )
         if not is_torchscript_file(path):
             raise ValueError(
                 f"Expected argument `weights` to be a TorchScript archive (NVlabs' {FILENAME} from {URL}), but "

@@ -41,7 +41,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-from lightning_prd.features.images import file_sha256, hub_checkpoint_dir, not_a_file
+from lightning_prd.features.images import file_sha256, hub_checkpoint_dir, not_a_file, require_file
 from lightning_prd.features.registry import get_extractor
 from lightning_prd.features.vgg_nvlabs import is_torchscript_file
 from lightning_prd.protocols.checks import check_against_protocol
@@ -93,13 +93,12 @@ def check_weights_file(protocol: Protocol, path: Any) -> Path:
             f"but got {type(path).__name__}"
         )
     path = Path(path).expanduser()
-    found = not_a_file(path)
-    if found is not None:
-        kind, what = found
-        raise kind(
-            f"Expected argument `weights` to be the weights file of protocol {protocol.name!r} "
-            f"({_expected(protocol)}), but {str(path)!r} {what}; {_where(protocol)}"
-        )
+    require_file(
+        path,
+        f"Expected argument `weights` to be the weights file of protocol {protocol.name!r} "
+        f"({_expected(protocol)}), but {str(path)!r}",
+        _where(protocol),
+    )
     problem = weights_problem(protocol, path)
     if problem is not None:
         raise ValueError(
