@@ -67,8 +67,9 @@ from lightning_prd.features.dino_clip import (
     pil_pass_order,
     shorter_side,
 )
-from lightning_prd.features.images import ImageExtractor, file_sha256, require_file, seeded
+from lightning_prd.features.images import ImageExtractor, file_sha256, seeded
 from lightning_prd.features.install_hint import torchvision_install_command
+from lightning_prd.features.paths import require_file
 from lightning_prd.features.resize import uint8_images
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)

@@ -66,7 +66,8 @@ import torch
 from torch import Tensor
 
 from lightning_prd.features.base import FeatureExtractor
-from lightning_prd.features.images import file_sha256, require_file
+from lightning_prd.features.images import file_sha256
+from lightning_prd.features.paths import require_file
 from lightning_prd.features.resize import uint8_images
 
 FILENAME = "vgg16.pt"

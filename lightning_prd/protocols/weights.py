@@ -41,7 +41,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-from lightning_prd.features.images import file_sha256, hub_checkpoint_dir, not_a_file, require_file
+from lightning_prd.features.images import file_sha256, hub_checkpoint_dir
+from lightning_prd.features.paths import not_a_file, require_file
 from lightning_prd.features.registry import get_extractor
 from lightning_prd.features.vgg_nvlabs import is_torchscript_file
 from lightning_prd.protocols.checks import check_against_protocol
