@@ -8,7 +8,8 @@ An engine change must leave every score unchanged: run ``--save`` on the code be
 
 The data sets: Gaussian features of three sizes, integer features full of exact ties, and a generated set
 made of exact copies of real samples; each scored with the default call and with ``clipped``, ``symmetric``
-and ``per_sample`` on.
+and ``per_sample`` on, and by ``GenerativeMetrics(preset="training")`` (the callback's default metric, PRD on;
+unequal sets truncated to the smaller, as PRD asks for equal sizes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Dict
 
 import torch
 
+from lightning_prd import GenerativeMetrics
 from lightning_prd.functional import generative_metrics
 
 
@@ -43,6 +45,12 @@ def scores() -> Dict[str, torch.Tensor]:
         for call, options in (("default", {}), ("joined", dict(clipped=True, symmetric=True, per_sample=True))):
             for key, value in generative_metrics(real, fake, **options).items():
                 out[f"{name}/{call}/{key}"] = value.detach().clone()
+        n = min(len(real), len(fake))
+        metric = GenerativeMetrics(preset="training")
+        metric.update(real[:n], real=True)
+        metric.update(fake[:n], real=False)
+        for key, value in metric.compute().items():
+            out[f"{name}/training/{key}"] = value.detach().clone()
     return out
 
 
