@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_real, check_seed
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
@@ -151,7 +152,7 @@ def train_oneclass(
     seed = check_seed(seed)
     lr = check_real(lr, "lr", low=0.0, low_open=True)
     weight_decay = check_real(weight_decay, "weight_decay", low=0.0)
-    real = as_features(real, "real")
+    real = to_compute_device(as_features(real, "real"))  # the centre is a float64 mean
     n, dim = real.shape
     dev = real.device
 
