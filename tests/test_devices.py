@@ -331,3 +331,37 @@ def test_forced_predicate_metric(monkeypatch: pytest.MonkeyPatch) -> None:
         got = metric.compute()
     _same(got, want)
     assert spy.counts.get("plain cpu", 0) > 100 and "hpu" not in spy.counts
+
+
+class ToPretendDevice(TorchFunctionMode):
+    """``plain.to("mps")`` gives a :class:`NoFloat64Tensor` copy (this build has no MPS to copy to)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is Tensor.to and type(args[0]) is Tensor and _retarget(args, kwargs) == "mps":
+            args, kwargs = _on_cpu(args, kwargs)
+            return func(*args, **kwargs).clone().as_subclass(NoFloat64Tensor)
+        return func(*args, **kwargs)
+
+
+def test_an_embedding_module_on_the_device_gets_its_chunks_there() -> None:
+    d = _data()
+    seen: List[str] = []
+    lin = torch.nn.Linear(6, 4)
+    lin.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].device.type))
+    want = lightning_prd.AlphaPrecisionBetaRecall(embedding=lin)
+    want.update(d["real"], real=True)
+    want.update(d["fake"], real=False)
+    want = want.compute()
+    on_mps = torch.nn.Linear(6, 4)
+    on_mps.load_state_dict(lin.state_dict())
+    on_mps.weight = torch.nn.Parameter(_pretend(on_mps.weight.detach()), requires_grad=False)
+    on_mps.bias = torch.nn.Parameter(_pretend(on_mps.bias.detach()), requires_grad=False)
+    on_mps.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].device.type))
+    metric = lightning_prd.AlphaPrecisionBetaRecall(embedding=on_mps)
+    metric.update(_pretend(d["real"]), real=True)
+    metric.update(_pretend(d["fake"]), real=False)
+    with ToPretendDevice():
+        got = metric.compute()
+    _same(got, want)
+    assert seen == ["cpu", "cpu", "mps", "mps"]  # the module ran where its parameters are

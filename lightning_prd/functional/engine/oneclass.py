@@ -229,11 +229,18 @@ def check_embedding(embedding: Any) -> Any:
 
 
 def embed_features(fn: Callable[[Tensor], Tensor], x: Tensor, name: str) -> Tensor:
-    """Apply an embedding in chunks without gradients; check it returns ``[n, D']`` features."""
+    """Apply an embedding in chunks without gradients; check it returns ``[n, D']`` features.
+
+    A module with parameters gets each chunk on the device of its first parameter, and its outputs come
+    back to ``x``'s device (e.g. a module on Apple's MPS, features on the CPU where the scores are computed:
+    :func:`~lightning_prd.functional.engine.devices.compute_device`)."""
+    first = next(fn.parameters(), None) if isinstance(fn, nn.Module) else None
+    home = x.device if first is None else first.device
     parts = []
     with torch.no_grad():
         for s in range(0, x.shape[0], _EMBED_CHUNK):
-            out = fn(x[s : s + _EMBED_CHUNK])
+            out = fn(x[s : s + _EMBED_CHUNK].to(home))
+            out = out.to(x.device) if isinstance(out, Tensor) else out
             if not isinstance(out, Tensor) or out.ndim != 2 or out.shape[0] != x[s : s + _EMBED_CHUNK].shape[0]:
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
                 raise ValueError(
