@@ -277,7 +277,10 @@ class FeatureMetric(Metric):
     def compute(self) -> Dict[str, Tensor]:
         """Every score of the accumulated sets. Each batch was checked by :meth:`update` (and each rank's
         by its own ``update`` before a sync), so :meth:`_compute` wraps the sets in a
-        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again."""
+        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again.
+        The sets are read on :func:`~lightning_prd.functional.engine.devices.compute_device` of their device:
+        on a device without float64 (Apple's MPS, XLA) they are copied to the CPU, and the scores are CPU
+        tensors, bit-identical to a CPU run."""
         return self._compute(self._features("real"), self._features("fake"))
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
