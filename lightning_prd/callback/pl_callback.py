@@ -19,7 +19,7 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     ``"final": True`` in ``history``. The module is sampled in eval mode under ``no_grad``; every
     submodule's training flag is restored afterwards.
 
-    **Fixed noise, untouched RNG.** The states of torch (CPU and the module's CUDA device), Python
+    **Fixed noise, untouched RNG.** The states of torch (CPU and the module's CUDA, MPS or XPU device), Python
     ``random`` and NumPy are restored after each evaluation, whatever the generator, the extractor,
     the metric's ``compute`` and the loggers draw: the training run is the one without the callback.
     Inside, the generated samples are drawn with every generator seeded with ``seed + global_rank``

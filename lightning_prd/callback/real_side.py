@@ -35,6 +35,7 @@ from lightning_prd.callback.real_sources import (
 from lightning_prd.callback.sharding import check_samplers_agree, labelled_chunks, rank_shard, real_chunks
 from lightning_prd.callback.sources import extract
 from lightning_prd.features.cache import RealFeatureCache
+from lightning_prd.functional.engine.devices import compute_device
 
 Pairs = Iterator[Tuple[Tensor, Optional[Tensor]]]
 
@@ -181,8 +182,9 @@ class RealSide:
                 ref = source.reference
                 if ref is not None and ref.mean is not None and ref.cov is not None:
                     where = f"{source.path} ({ref.source})"
+                    home = compute_device(device)  # float64 statistics: the CPU for a device without float64
                     self.metric.set_real_statistics(
-                        ref.mean.to(device), ref.cov.to(device), num_samples=ref.num_samples, source=where
+                        ref.mean.to(home), ref.cov.to(home), num_samples=ref.num_samples, source=where
                     )
             self._real_rows = 0
             for f, y in self._real_features(device, rank, world):

@@ -25,6 +25,7 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import value_range
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import COVARIANCE_TOLERANCE, covariance_defect, gram64, mean64, unit_scale
@@ -150,9 +151,10 @@ def frechet_of(sets: FeatureSets) -> Tensor:
 
 def check_statistics(mean: Any, cov: Any, name: str = "real") -> Tuple[Tensor, Tensor]:
     """A set's float64 mean ``[D]`` and covariance ``[D, D]`` (finite, a covariance up to rounding:
-    :func:`covariance_defect`), as a statistics file holds them; errors name the set ``name``."""
-    mu = torch.as_tensor(mean).detach().to(torch.float64)
-    sigma = torch.as_tensor(cov).detach().to(torch.float64)
+    :func:`covariance_defect`), as a statistics file holds them, on
+    :func:`~lightning_prd.functional.engine.devices.compute_device` of their device; errors name the set ``name``."""
+    mu = to_compute_device(torch.as_tensor(mean).detach()).to(torch.float64)
+    sigma = to_compute_device(torch.as_tensor(cov).detach()).to(torch.float64)
     if mu.ndim != 1 or mu.shape[0] == 0 or sigma.shape != (mu.shape[0], mu.shape[0]):
         raise ValueError(
             f"Expected the statistics of `{name}` to be a mean [D] and a covariance [D, D], but got shapes "

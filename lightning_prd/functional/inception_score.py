@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_int, check_positive_int
 
 #: torch-fidelity's defaults: ``isc_splits``, ``samples_shuffle``, ``rng_seed``
@@ -38,7 +39,7 @@ def check_inception_score_options(splits: Any, shuffle: Any, seed: Any) -> Tuple
 
 def check_logits(logits: Any, splits: int, name: str = "logits") -> Tensor:
     """``logits`` as a finite floating ``[N, C]`` tensor holding at least ``splits`` samples."""
-    x = as_features(logits, name)
+    x = to_compute_device(as_features(logits, name))  # the float64 scores need a device that has float64
     if x.shape[0] < splits:
         raise ValueError(
             f"Expected argument `{name}` to hold at least `splits` = {splits} samples (one per split), "

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
 from lightning_prd.functional.engine.sets import FeatureSets
@@ -64,8 +65,9 @@ class ClosestPairs(NamedTuple):
 
 def check_test_set(real: Tensor, test: Any, name: str = "test") -> Tensor:
     """The held-out real set ``test`` as checked features ``[n, D]`` of the width and device of the checked
-    ``real`` features; errors name the argument ``name``."""
-    out = as_features(test, name)
+    ``real`` features (a set on a device without float64 is copied to the CPU first, like ``real``,
+    :func:`~lightning_prd.functional.engine.devices.compute_device`); errors name the argument ``name``."""
+    out = to_compute_device(as_features(test, name))
     if out.shape[1] != real.shape[1]:
         raise ValueError(f"Expected `{name}` to have the {real.shape[1]} features of `real`, but got {out.shape[1]}")
     if out.device != real.device:

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine import kmeans
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real, check_seed
 from lightning_prd.functional.engine.sets import FeatureSets
 
@@ -29,7 +30,7 @@ def _histogram(hist: Any, name: str) -> Tensor:
     h = hist if isinstance(hist, Tensor) else torch.as_tensor(hist)
     if h.dtype == torch.bool or h.is_complex():
         raise TypeError(f"Expected argument `{name}` to hold real numbers, but got dtype {h.dtype}")
-    h = h.to(torch.float64)
+    h = to_compute_device(h).to(torch.float64)
     if h.ndim != 1 or h.numel() == 0:
         raise ValueError(f"Expected argument `{name}` to be a non-empty 1-D histogram, but got shape {tuple(h.shape)}")
     if not bool(torch.isfinite(h).all()) or bool((h < 0).any()):
@@ -109,7 +110,7 @@ def prd_from_histograms(
 
 
 def _check_curve(x: Any, name: str) -> Tensor:
-    t = torch.as_tensor(x).to(torch.float64)
+    t = to_compute_device(torch.as_tensor(x)).to(torch.float64)
     if t.numel() == 0:
         raise ValueError(f"Expected argument `{name}` to be a non-empty curve with values in [0, 1], but it is empty")
     if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or bool((t > 1).any()):

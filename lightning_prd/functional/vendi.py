@@ -19,6 +19,7 @@ from typing import Any, Tuple, Union
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_real
 from lightning_prd.functional.engine.stats import gram64, row_chunks
 
@@ -117,7 +118,7 @@ def vendi_score(features: Any, *, q: Union[float, str] = 1, normalize: bool = Tr
     q = check_vendi_order(q)
     if not isinstance(normalize, bool):
         raise ValueError(f"Expected argument `normalize` to be a bool, but got {normalize!r}")
-    return vendi_of(as_features(features, "features"), q=q, normalize=normalize, name="features")
+    return vendi_of(to_compute_device(as_features(features, "features")), q=q, normalize=normalize, name="features")
 
 
 def vendi_of(x: Tensor, *, q: float, normalize: bool, name: str) -> Tensor:

@@ -11,6 +11,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from lightning_prd.functional import knn
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
 from lightning_prd.functional.knn.shard import Shard, current_shard
@@ -235,6 +236,10 @@ class FeatureMetric(Metric):
         return None
 
     def _features(self, which: str) -> Tensor:
+        """The accumulated ``which`` set as one tensor on the device the scores are computed on
+        (:func:`~lightning_prd.functional.engine.devices.compute_device` of the states' device: the
+        states' own, or a CPU copy for a device without float64 such as Apple's MPS; the real-side
+        cache then lives there too)."""
         state = getattr(self, f"{which}_features")
         feats = dim_zero_cat(state) if isinstance(state, list) and state else state
         if isinstance(state, list) and len(state) > 1 and not self._is_synced:
@@ -245,16 +250,19 @@ class FeatureMetric(Metric):
             raise ValueError(
                 f"No {which} features accumulated: call `update(features, real={which == 'real'})` before `compute()`"
             )
-        return feats
+        return to_compute_device(feats)
 
     def _labels(self, which: str) -> Tensor:
-        """The class labels of the ``which`` set, in the order of its features (``[n]`` int64)."""
+        """The class labels of the ``which`` set, in the order of its features (``[n]`` int64), on the device
+        of :meth:`_features`."""
         if not self._labels_on:
             raise ValueError("Expected a metric with per-class scores (labels), but it takes none")
         state = getattr(self, f"{which}_labels")
         if isinstance(state, list):
-            return torch.cat([t.reshape(-1) for t in state]).long() if state else torch.zeros(0, dtype=torch.long)
-        return state.reshape(-1).long()
+            if not state:
+                return torch.zeros(0, dtype=torch.long)
+            return to_compute_device(torch.cat([t.reshape(-1) for t in state]).long())
+        return to_compute_device(state.reshape(-1).long())
 
     def real_side(self, real: Tensor) -> Optional[RealSide]:
         """The cached real side (``knn_pass`` reuses it only if it still matches ``real``)."""
@@ -269,7 +277,10 @@ class FeatureMetric(Metric):
     def compute(self) -> Dict[str, Tensor]:
         """Every score of the accumulated sets. Each batch was checked by :meth:`update` (and each rank's
         by its own ``update`` before a sync), so :meth:`_compute` wraps the sets in a
-        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again."""
+        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again.
+        The sets are read on :func:`~lightning_prd.functional.engine.devices.compute_device` of their device:
+        on a device without float64 (Apple's MPS, XLA) they are copied to the CPU, and the scores are CPU
+        tensors, bit-identical to a CPU run."""
         return self._compute(self._features("real"), self._features("fake"))
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_real, check_seed
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
@@ -151,7 +152,7 @@ def train_oneclass(
     seed = check_seed(seed)
     lr = check_real(lr, "lr", low=0.0, low_open=True)
     weight_decay = check_real(weight_decay, "weight_decay", low=0.0)
-    real = as_features(real, "real")
+    real = to_compute_device(as_features(real, "real"))  # the centre is a float64 mean
     n, dim = real.shape
     dev = real.device
 
@@ -228,11 +229,18 @@ def check_embedding(embedding: Any) -> Any:
 
 
 def embed_features(fn: Callable[[Tensor], Tensor], x: Tensor, name: str) -> Tensor:
-    """Apply an embedding in chunks without gradients; check it returns ``[n, D']`` features."""
+    """Apply an embedding in chunks without gradients; check it returns ``[n, D']`` features.
+
+    A module with parameters gets each chunk on the device of its first parameter, and its outputs come
+    back to ``x``'s device (e.g. a module on Apple's MPS, features on the CPU where the scores are computed:
+    :func:`~lightning_prd.functional.engine.devices.compute_device`)."""
+    first = next(fn.parameters(), None) if isinstance(fn, nn.Module) else None
+    home = x.device if first is None else first.device
     parts = []
     with torch.no_grad():
         for s in range(0, x.shape[0], _EMBED_CHUNK):
-            out = fn(x[s : s + _EMBED_CHUNK])
+            out = fn(x[s : s + _EMBED_CHUNK].to(home))
+            out = out.to(x.device) if isinstance(out, Tensor) else out
             if not isinstance(out, Tensor) or out.ndim != 2 or out.shape[0] != x[s : s + _EMBED_CHUNK].shape[0]:
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
                 raise ValueError(

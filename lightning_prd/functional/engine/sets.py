@@ -3,10 +3,11 @@
 Every public entry point (each family function, ``generative_metrics``, each Metric's ``compute``)
 turns its inputs into one ``FeatureSets`` — :meth:`FeatureSets.check` converts and validates
 (:func:`~lightning_prd.functional.engine.inputs.as_features` on each set, the same width and device
-for both) — and passes it down; the machinery below (the k-NN pass, PRD's clustering, the Fréchet
-statistics, KID) takes it as it is and never validates again. The per-set column minima and maxima,
-which the range checks and the choice of tile dtype need, are computed at most once per set, when
-first asked for.
+for both, then both on :func:`~lightning_prd.functional.engine.devices.compute_device` of that
+device: the CPU for a device without float64 such as Apple's MPS) — and passes it down; the
+machinery below (the k-NN pass, PRD's clustering, the Fréchet statistics, KID) takes it as it is
+and never validates again. The per-set column minima and maxima, which the range checks and the
+choice of tile dtype need, are computed at most once per set, when first asked for.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_pair, column_bounds, compute_dtype, span
 
 
 @dataclass(frozen=True, eq=False)
 class FeatureSets:
     """``real`` ``[N, D]`` and ``fake`` ``[M, D]``: finite, floating (float32 or float64), contiguous,
-    detached, of one width on one device.
+    detached, of one width on one device, one that has float64
+    (:func:`~lightning_prd.functional.engine.devices.compute_device`).
 
     Build it with :meth:`check` from user input; the constructor itself trusts its arguments (the
     Metric classes use it on features their ``update`` already checked, batch by batch).
@@ -41,10 +44,11 @@ class FeatureSets:
 
     @classmethod
     def check(cls, real: Any, fake: Any) -> FeatureSets:
-        """Convert and validate both sets (errors name the argument ``real`` or ``fake``)."""
+        """Convert and validate both sets (errors name the argument ``real`` or ``fake``); on a device
+        without float64 (MPS, XLA) both are copied to the CPU, where the scores are then computed."""
         real_t, fake_t = as_features(real, "real"), as_features(fake, "fake")
         check_pair(real_t, fake_t)
-        return cls(real_t, fake_t)
+        return cls(to_compute_device(real_t), to_compute_device(fake_t))
 
     @property
     def num_real(self) -> int:
