@@ -22,8 +22,9 @@ ball, version; ``PRDCallback`` logs it once per fit) is read from the TensorBoar
 (:func:`prefixed_path`); None if not logged. Different fingerprints in one run are named in its warnings.
 
 For each score a run has a *last* value (at its last evaluated epoch) and a *best* value with its
-epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density
-(:mod:`lightning_prd.runs.scores`).
+epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density, in the direction recorded
+with the run first (:attr:`Run.directions`), else the registry's (:mod:`lightning_prd.runs.scores`); a score of
+unknown direction has no best.
 
 W&B offline runs (``wandb/offline-run-*``) are not read: ``wandb``'s Python API reads runs from
 a W&B server only (``wandb sync`` uploads them); log with a ``CSVLogger`` next to the
@@ -55,7 +56,7 @@ from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 from lightning_prd.functional.engine.vocabulary import current_keys
 from lightning_prd.runs.epochs import scores_per_epoch
 from lightning_prd.runs.records import find_damage
-from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
+from lightning_prd.runs.scores import DIRECTIONS, Direction, best_index, direction
 
 #: the name (after the prefix) of the TensorBoard text summary, and of the CSV run's file, of the fingerprint
 FINGERPRINT = "fingerprint"
@@ -96,18 +97,30 @@ class Run:
     warnings: List[str] = field(default_factory=list)
     fingerprint: Optional[Dict[str, Any]] = None
 
+    @property
+    def directions(self) -> Dict[str, Direction]:
+        """The directions the callback recorded with the run (its fingerprint's ``directions``; empty if none)."""
+        recorded = (self.fingerprint or {}).get("directions")
+        return dict(recorded) if isinstance(recorded, dict) else {}
+
+    def direction(self, name: str) -> Direction:
+        """The direction of score ``name`` in this run: recorded with it first, then the registry's
+        (:func:`~lightning_prd.runs.scores.direction`)."""
+        return direction(name, self.directions)
+
     def summary(self) -> Dict[str, Dict[str, Any]]:
         """Score name -> ``last``, ``last_epoch``, ``best``, ``best_epoch``, ``direction``, ``epochs``."""
         out: Dict[str, Dict[str, Any]] = {}
+        recorded = self.directions
         for name in score_order(self.scores):
             points = self.scores[name]
-            best = best_index(name, [v for _, v in points])
+            best = best_index(name, [v for _, v in points], recorded)
             out[name] = {
                 "last": points[-1][1],
                 "last_epoch": points[-1][0],
                 "best": points[best][1] if best is not None else math.nan,
                 "best_epoch": points[best][0] if best is not None else None,
-                "direction": direction(name),
+                "direction": direction(name, recorded),
                 "epochs": len(points),
             }
         return out
