@@ -306,7 +306,6 @@ def fingerprint_table(runs: Sequence[Run]) -> Dict[str, Dict[str, Any]]:
     keys: Dict[str, None] = {}
     for r in logged[1:]:
         keys.update(dict.fromkeys(fingerprint_differences(logged[0].fingerprint or {}, r.fingerprint or {})))
-    keys.pop("directions", None)  # how the scores are read, not how they were made
     order = sorted(
         keys, key=lambda k: (FINGERPRINT_KEYS.index(k) if k in FINGERPRINT_KEYS else len(FINGERPRINT_KEYS), k)
     )

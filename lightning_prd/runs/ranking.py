@@ -36,9 +36,9 @@ def runs_direction(runs: Sequence[Run], name: str) -> Direction:
 
     Example:
         >>> from lightning_prd.runs.reader import Run
-        >>> a = Run("a", "a", "csv", [], fingerprint={"directions": {"gap": "lower"}})
+        >>> a = Run("a", "a", "csv", [], fingerprint={"direction/gap": "lower"})
         >>> b = Run("b", "b", "csv", [])
-        >>> c = Run("c", "c", "csv", [], fingerprint={"directions": {"gap": "higher"}})
+        >>> c = Run("c", "c", "csv", [], fingerprint={"direction/gap": "higher"})
         >>> runs_direction([a, b], "gap"), runs_direction([a, c], "gap"), runs_direction([b], "gap")
         ('lower', 'unknown', 'unknown')
     """

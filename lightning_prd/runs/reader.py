@@ -53,6 +53,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
+from lightning_prd.functional.engine.family import check_direction
 from lightning_prd.functional.engine.vocabulary import current_keys
 from lightning_prd.runs.epochs import scores_per_epoch
 from lightning_prd.runs.records import find_damage
@@ -60,6 +61,8 @@ from lightning_prd.runs.scores import DIRECTIONS, Direction, best_index, directi
 
 #: the name (after the prefix) of the TensorBoard text summary, and of the CSV run's file, of the fingerprint
 FINGERPRINT = "fingerprint"
+#: the fingerprint's keys of the directions recorded with a run: ``direction/<score>``
+DIRECTION_KEY = "direction/"
 #: the prefix whose files sit directly in a run's ``log_dir``
 DEFAULT_PREFIX = "prd/"
 
@@ -99,9 +102,16 @@ class Run:
 
     @property
     def directions(self) -> Dict[str, Direction]:
-        """The directions the callback recorded with the run (its fingerprint's ``directions``; empty if none)."""
-        recorded = (self.fingerprint or {}).get("directions")
-        return dict(recorded) if isinstance(recorded, dict) else {}
+        """The directions the callback recorded with the run (its fingerprint's ``direction/<score>``; empty if
+        none); a value that is no direction is left out."""
+        out: Dict[str, Direction] = {}
+        for key, way in (self.fingerprint or {}).items():
+            if key.startswith(DIRECTION_KEY):
+                try:
+                    out[key[len(DIRECTION_KEY) :]] = check_direction(key, way)
+                except ValueError:
+                    continue
+        return out
 
     def direction(self, name: str) -> Direction:
         """The direction of score ``name`` in this run: recorded with it first, then the registry's
@@ -400,7 +410,8 @@ def discover(directories: Sequence[str]) -> Tuple[List[Tuple[str, str, List[str]
                 seen.add(key)
                 runs.append((path, source, files, _label(path, directory)))
     labels = [r[3] for r in runs]
-    runs = [(p, s, f, lab if labels.count(lab) == 1 else p) for p, s, f, lab in runs]  # keep labels unique
+    if len(set(labels)) < len(labels):  # labels that clash: every run is labelled by its path
+        runs = [(p, s, f, p.replace(os.sep, "/")) for p, s, f, _ in runs]
     if not runs:
         where = " ".join(directories)
         if wandb_dirs:

@@ -16,7 +16,7 @@ Each family declares its outputs' directions (:func:`lightning_prd.register_fami
 a label or a count (``lowest_coverage_class``, ``num_real``, ``num_fake_per_class``, ``epoch``) ranks nothing.
 
 **Recorded directions.** ``PRDCallback`` records each family's directions with the run (the fingerprint's
-``directions``), so a family registered in the training script ranks the right way in another process:
+``direction/<score>``), so a family registered in the training script ranks the right way in another process:
 :func:`direction` reads ``recorded`` first, then the registry of this process.
 
 **Ties.** Two values are equal when they agree to float32 precision (:func:`tied`: TensorBoard stores float32,
@@ -162,9 +162,7 @@ def format_score(value: float) -> str:
     return f"{round(value, 4) + 0.0:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
 
 
-def best_index(
-    name: str, values: Sequence[float], recorded: Optional[Mapping[str, Direction]] = None
-) -> Optional[int]:
+def best_index(name: str, values: Sequence[float], recorded: Optional[Mapping[str, Direction]] = None) -> Optional[int]:
     """Index of the best finite value of score ``name`` (first one on ties), ``None`` if none is finite.
 
     Best is the maximum for ``"higher"``, the minimum for ``"lower"``, the value closest to 1
