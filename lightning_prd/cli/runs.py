@@ -63,11 +63,14 @@ runs:
 fingerprints:
   PRDCallback logs once per fit how its scores were made: protocol, extractor, SHA-256 of the
   weights file, resize, quantisation, input size, dtype, real (N) and generated (M) sample
-  counts, k, ball, package version (TensorBoard: the text PREFIXfingerprint; CSV: fingerprint.json
-  beside metrics.csv). Below the table, one line per run shows it, compact; --json holds it
-  whole. When the runs' fingerprints differ (the version aside), a warning on stderr names each
-  differing field with its values and runs: their scores are not comparable. A run without a
-  fingerprint among runs with one is named in a warning too.
+  counts, k, ball, every option of each score family (probabilistic.k, ...), each score's
+  direction (direction/<score>) and the package version (TensorBoard: the text
+  PREFIXfingerprint; CSV: fingerprint.json beside metrics.csv). Below the table, one line per
+  run (wrapped at 100 columns) shows it, compact, with the family options that differ; --json
+  holds it whole. When the runs' fingerprints differ (the version and directions aside), a
+  warning on stderr, wrapped at 100 columns, names each differing field with its values and
+  runs: their scores are not comparable. A run without a fingerprint among runs with one is
+  named in a warning too.
 
 damaged event files:
   Every event file is checked whole first (the framing and CRC32C checksums of its records).
@@ -76,23 +79,36 @@ damaged event files:
   bytes were read (and in the run's "warnings" in --json); the exit status stays 0. A run with
   no scores read names the damage as the cause.
 
+run labels:
+  the parts of the runs' paths that tell them apart: the path parts every run shares at the
+  start and at the end are dropped (logs/baseline/version_0 and logs/wide/version_0 read
+  baseline and wide), then shortened in the middle (to no fewer than 10 characters) where the
+  table would be wider than 100 columns; --json holds every run's whole label and its name.
+
 table (and --json):
   one row per run: its source (tb: TensorBoard, csv), its evaluations, and for every score its
-  last value and its best value with the epoch of the best (ep). Best is the highest, the
-  lowest for frechet_distance, the closest to 1 for density. The default table shows precision,
-  recall, density and coverage (when the runs logged none of them, their first four scores),
-  and run labels are shortened in the middle (to no fewer than 10 characters) so that it fits
-  in 100 columns; --scores NAME ... picks others, --scores all shows every score (wider);
-  --json holds every score and every run's full label.
+  last value and its best value with the epoch of the best (ep). The default table shows
+  precision, recall, density and coverage (when the runs logged none of them, their first four
+  scores); --scores NAME ... picks others, --scores all shows every score (wider); --json holds
+  every score.
+
+directions:
+  best is the highest, the lowest (frechet_distance, kid), the closest to 1 (density), to 0
+  (ct, fld_gap) or to a family's target. The direction recorded with the run by PRDCallback
+  comes first (a family registered in the training script), then the families registered here.
+  A derived key takes its score's direction (per_class/<score>/<class>, <score>_mean,
+  coverage_min); a label or count (lowest_coverage_class, num_real) ranks nothing; a score of
+  unknown direction is shown, has no best and is not ranked.
 
 the better run:
   under the table, one line per score of the table: the runs ranked by their last evaluation,
-  best first, in the score's direction (higher, lower, closest to 1 for density or to a
-  family's target), "A > B" when A is better, "A = B" for equal values; the epochs when the
-  last evaluations lie at different epochs; the runs without a finite last value; and the
-  runs whose curves of the score are identical (the same values at the same epochs). --json:
-  "ranking" {score: [labels, best first]} for every score with a direction, and
-  "identical_curves" {score: [[labels], ...]}.
+  best first, in the score's direction, "A > B" when A is better, "A = B" when equally good
+  (equal to float32 precision: TensorBoard stores float32, CSV float64; or as far from the
+  target); the epochs when the last evaluations lie at different epochs; the runs without a
+  finite last value; and the runs whose curves of the score are identical (the same values to
+  float32 precision at the same epochs). --json: "ranking" {score: [labels, best first]} for
+  every score that ranks, "directions" {score: direction} and "identical_curves" {score:
+  [[labels], ...]}.
   --plot: precision-recall trajectories of all runs in one panel (first epoch: open circle,
   last: square), and precision, recall, density, coverage over epochs, one line per run;
   non-finite values (NaN, inf) are gaps in the lines.
