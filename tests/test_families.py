@@ -15,9 +15,9 @@ import torch
 from pytorch_lightning.loggers import CSVLogger
 
 from lightning_prd import GenerativeMetrics, PRDCallback, register_family, unregister_family
-from lightning_prd.cli import families as cli_families
 from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics
+from lightning_prd.functional.engine import families as engine_families
 from lightning_prd.functional.engine.vocabulary import Default
 from lightning_prd.loggers.tensorboard import custom_scalars_layout
 from lightning_prd.protocols import get_protocol, register_protocol, unregister_protocol
@@ -200,7 +200,7 @@ def test_the_command_line_loads_a_family_from_an_entry_point(tmp_path, monkeypat
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lpfam-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[lightning_prd.families]\nplugin_gap = lpfam_plugin:register\n")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(cli_families, "_loaded", {})
+    monkeypatch.setattr(engine_families, "_loaded", {})
     np.save(tmp_path / "real.npy", REAL.numpy())
     np.save(tmp_path / "fake.npy", FAKE.numpy())
     out = tmp_path / "out.json"
@@ -228,9 +228,9 @@ def test_a_failing_entry_point_is_named_and_skipped(tmp_path, monkeypatch):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[lightning_prd.families]\nbroken = no_such_module_here:register\n")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(cli_families, "_loaded", {})
+    monkeypatch.setattr(engine_families, "_loaded", {})
     with pytest.warns(UserWarning, match="'broken=no_such_module_here:register'.*skipped"):
-        assert "broken" not in cli_families.load_entry_points()
+        assert "broken" not in engine_families.load_entry_points()
 
 
 # ---------------------------------------------------------------------------- one name per option

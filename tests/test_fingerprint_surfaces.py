@@ -108,7 +108,33 @@ def _runs(argv, capsys):
     code = main(["runs", *argv])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    return captured.out, [line for line in captured.err.splitlines() if "warning" in line]
+    assert all(len(line) <= 100 for line in captured.err.splitlines() if "fingerprint" in line), captured.err
+    return captured.out, _warnings(captured.err)
+
+
+def _fingerprint_lines(out):
+    """The fingerprint of each run below ``fingerprints:``, its wrapped lines joined; each printed line is at most
+    100 columns."""
+    lines = out.split("fingerprints:\n", 1)[1].splitlines()
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+    runs = []
+    for line in lines:
+        if line.startswith("  ") and not line.startswith("   "):
+            runs.append(line)
+        elif line.startswith("   ") and runs:
+            runs[-1] += " " + line.strip()
+    return runs
+
+
+def _warnings(err):
+    """The warnings on stderr, each with its wrapped lines joined; each printed line is at most 100 columns."""
+    out = []
+    for line in err.splitlines():
+        if "warning" in line:
+            out.append(line)
+        elif line.startswith("    ") and out:
+            out[-1] += " " + line.strip()
+    return out
 
 
 def test_runs_show_the_fingerprints_and_do_not_warn_when_they_agree(logged, capsys, tmp_path):
@@ -116,11 +142,11 @@ def test_runs_show_the_fingerprints_and_do_not_warn_when_they_agree(logged, caps
     assert prints["a"]["weights_sha256"] == sha and prints["a"]["resize"] == "area"
     out, warned = _runs([str(root / "tb" / "a"), str(root / "tb" / "b"), str(root / "csv" / "a")], capsys)
     assert warned == []
-    lines = out.split("fingerprints:\n", 1)[1].splitlines()
+    lines = _fingerprint_lines(out)
     assert len(lines) == 3
     for line, run in zip(lines, ("tb/a", "tb/b", "csv/a")):
         cells = line.split()
-        assert cells[0] in (run[-1], str(root / run))  # the run's label (its path where two labels would clash)
+        assert cells[0] == run  # the parts of the runs' paths that tell them apart
         assert f"weights={sha[:12]}" in cells and "resize=area" in cells and "quantisation=round" in cells
         assert "N=50" in cells and "M=64" in cells and "k=3" in cells and "ball=closed" in cells
         assert "extractor=standin-net" in cells and "protocol=-" in cells

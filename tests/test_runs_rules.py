@@ -341,16 +341,17 @@ def test_the_default_table_fits_in_100_columns(tmp_path, capsys):
 
 def test_long_run_labels_are_shortened_to_fit_and_stay_distinct(tmp_path, capsys):
     labels = [
-        "experiments/ring_gan/learning_rate_0.0002/seed0/version_0",
-        "experiments/ring_gan/learning_rate_0.0002/seed1/version_0",
+        "experiments/ring_gan/generator_with_spectral_norm_lr_0.0002/seed0/version_0",
+        "experiments/ring_gan/generator_with_spectral_norm_lr_0.0005/seed0/version_0",
     ]
     _all_scores_runs(tmp_path, labels)
     out = tmp_path.parent / f"{tmp_path.name}.json"
     code, text, _ = _run(["runs", str(tmp_path), "--json", str(out)], capsys)
     assert code == 0 and max(len(line) for line in text.splitlines()) <= 100
     shown = [line.split()[0] for line in text.splitlines()[3:5]]
-    # in 100 columns a label keeps 15 characters: the end, where the two runs differ (seed0, seed1)
-    assert shown == ["...d0/version_0", "...d1/version_0"], shown
+    # the shared parts are dropped (experiments/ring_gan, seed0/version_0); in 100 columns the rest keeps
+    # 16 characters: its end, where the two runs differ
+    assert shown == ["...rm_lr_0.0002", "...rm_lr_0.0005"], shown
     assert sorted(r["label"] for r in json.loads(out.read_text())["runs"]) == labels
 
 

@@ -40,7 +40,9 @@ import torch
 import torch.distributed as dist
 
 from lightning_prd.callback.options import resolve_extractor
+from lightning_prd.features.base import json_value
 from lightning_prd.features.registry import canonical_name
+from lightning_prd.functional.engine.families import families
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.protocols import (
     Protocol,
@@ -51,6 +53,8 @@ from lightning_prd.protocols import (
     metric_arguments,
 )
 
+#: the fingerprint's keys of the directions: ``direction/<score>``
+DIRECTION = "direction/"
 #: generated samples per evaluation without a protocol (or with one that names no count)
 DEFAULT_NUM_SAMPLES = 2048
 
@@ -177,7 +181,11 @@ def run_fingerprint(
     """The fingerprint of the callback's scores (:func:`lightning_prd.protocols.fingerprint`), with
     ``k_density_coverage`` beside ``k`` (precision/recall's) and ``dtype`` that of the k-NN distances (the
     metric's ``dtype``, else float64 for float64 features, float32 otherwise). With ``warn``, one warning when
-    the real set holds fewer samples than the protocol's count."""
+    the real set holds fewer samples than the protocol's count.
+
+    With it go :func:`family_fields`: every option of each family the metric computes (``probabilistic.k``,
+    user families' too) and ``direction/<score>``, each logged score's direction, so that ``lightning-prd runs`` ranks a
+    family registered in the training script the right way."""
     k_precision_recall, k_density_coverage, ball = (
         getattr(metric, name, None) for name in ("k_precision_recall", "k_density_coverage", "ball")
     )
@@ -193,6 +201,7 @@ def run_fingerprint(
         dtype=knn,
         k_density_coverage=k_density_coverage,
     )
+    out.update(family_fields(metric))
     if warn and p is not None and p.num_real is not None and num_real is not None and num_real < p.num_real:
         warnings.warn(
             f"PRDCallback(protocol={p.name!r}): the protocol uses {p.num_real} real samples, but `real` gave "
@@ -200,6 +209,38 @@ def run_fingerprint(
             UserWarning,
             stacklevel=4,
         )
+    return out
+
+
+def family_fields(metric: Any) -> Dict[str, Any]:
+    """The fingerprint's fields of the score families ``metric`` computes: ``<family>.<option>`` for every option
+    of each (the options change the scores: ``probabilistic.k``, ``prd.num_clusters``, a user family's), and
+    ``direction/<score>`` for each of the families' outputs: ``"higher"``, ``"lower"``, ``"none"``, ``"one"``,
+    ``"zero"`` or a target (the fingerprint stays flat). A metric without a plan of families (``PrecisionRecall``)
+    records the directions of every registered family.
+
+    Example:
+        >>> from lightning_prd import GenerativeMetrics
+        >>> fields = family_fields(GenerativeMetrics(probabilistic={"k": 10}))
+        >>> fields["probabilistic.k"], fields["direction/frechet_distance"], fields["direction/density"]
+        (10, 'lower', 'one')
+    """
+    plan = getattr(metric, "plan", None)
+    out: Dict[str, Any] = {}
+    directions: Dict[str, Any] = {}
+    for family in families():
+        options = None
+        if plan is not None:
+            try:
+                options = plan.options_of(family.name)
+            except AttributeError:  # a family the plan wires without options: its k (precision/recall), or on
+                options = getattr(plan, f"k_{family.name}", True)
+            if options is None or options is False:
+                continue
+        if isinstance(options, Mapping):
+            out.update({f"{family.name}.{key}": json_value(value) for key, value in options.items()})
+        directions.update(family.outputs)
+    out.update({f"{DIRECTION}{key}": json_value(way) for key, way in directions.items()})
     return out
 
 

@@ -2,10 +2,11 @@
 families of installed packages): one flag per family, ``--<name with dashes> [KEY=VALUE ...]``.
 
 Installed packages declare families in the entry-point group :data:`ENTRY_POINT_GROUP`; each entry point is a
-callable that registers its families (:func:`lightning_prd.register_family`). :func:`load_entry_points` calls
-each once, before the parser is built. A family's flag alone turns it on with its defaults; ``KEY=VALUE``
-words set its options (``--rarity k=5``), each value read as a Python literal (``5``, ``0.5``, ``True``,
-``None``, ``"text"``) or else kept as text.
+callable that registers its families (:func:`lightning_prd.register_family`).
+:func:`~lightning_prd.functional.engine.families.load_entry_points` calls each once, before the parser is built
+(in Python, the first time an unknown family is asked for). A family's flag alone turns it on with its
+defaults; ``KEY=VALUE`` words set its options (``--rarity k=5``), each value read as a Python literal (``5``,
+``0.5``, ``True``, ``None``, ``"text"``) or else kept as text.
 
 Example, in a package's ``pyproject.toml``::
 
@@ -20,38 +21,11 @@ from __future__ import annotations
 import argparse
 import ast
 import warnings
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Sequence
 
-from lightning_prd.functional.engine.families import Family, record_families
+from lightning_prd.functional.engine.families import ENTRY_POINT_GROUP, Family, load_entry_points, record_families
 
-#: the entry-point group of installed packages' score families
-ENTRY_POINT_GROUP = "lightning_prd.families"
-
-_loaded: Dict[str, bool] = {}
-
-
-def load_entry_points() -> List[str]:
-    """Call every entry point of :data:`ENTRY_POINT_GROUP` once (a failing one is named in a warning and
-    skipped); returns the names called by this call."""
-    from importlib.metadata import entry_points
-
-    called = []
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        key = f"{point.name}={point.value}"
-        if key in _loaded:
-            continue
-        _loaded[key] = True
-        try:
-            point.load()()
-        except Exception as err:  # another package's bug must not stop the command
-            warnings.warn(
-                f"score family entry point {key!r} ({ENTRY_POINT_GROUP}) failed and is skipped: "
-                f"{type(err).__name__}: {err}",
-                stacklevel=2,
-            )
-            continue
-        called.append(point.name)
-    return called
+__all__ = ["ENTRY_POINT_GROUP", "add_family_flags", "family_switches", "load_entry_points", "parse_options"]
 
 
 def _help(family: Family) -> str:

@@ -23,7 +23,7 @@ Example:
     last: the value at the run's last evaluation; best: the highest value and its epoch (ep)
     (density: the value closest to 1; frechet_distance: the lowest); source tb: TensorBoard event files
     <BLANKLINE>
-    the better run, by the last evaluation (A > B: A is better; A = B: equal values):
+    the better run, by the last evaluation (A > B: A is better; A = B: equally good):
       precision (higher)    wide 0.7000 (epoch 1) > baseline 0.5000 (epoch 2)
       density (1 is ideal)  baseline 0.9000 (epoch 2) > wide 0.8000 (epoch 1)
     0
@@ -45,9 +45,10 @@ from lightning_prd.cli.checks import check_outputs, write_output
 from lightning_prd.cli.inputs import CLIError
 from lightning_prd.cli.verdicts import verdict_lines
 from lightning_prd.protocols import FINGERPRINT_KEYS, fingerprint_differences
-from lightning_prd.runs.ranking import identical_curves, ranking
+from lightning_prd.runs.labels import distinct_names
+from lightning_prd.runs.ranking import identical_curves, ranking, runs_direction
 from lightning_prd.runs.reader import PANEL_SCORES, Run, RunsError, contains, is_run_file, load_runs, score_order
-from lightning_prd.runs.scores import direction, format_score
+from lightning_prd.runs.scores import format_score, ranks
 
 EPILOG = """\
 runs:
@@ -62,11 +63,14 @@ runs:
 fingerprints:
   PRDCallback logs once per fit how its scores were made: protocol, extractor, SHA-256 of the
   weights file, resize, quantisation, input size, dtype, real (N) and generated (M) sample
-  counts, k, ball, package version (TensorBoard: the text PREFIXfingerprint; CSV: fingerprint.json
-  beside metrics.csv). Below the table, one line per run shows it, compact; --json holds it
-  whole. When the runs' fingerprints differ (the version aside), a warning on stderr names each
-  differing field with its values and runs: their scores are not comparable. A run without a
-  fingerprint among runs with one is named in a warning too.
+  counts, k, ball, every option of each score family (probabilistic.k, ...), each score's
+  direction (direction/<score>) and the package version (TensorBoard: the text
+  PREFIXfingerprint; CSV: fingerprint.json beside metrics.csv). Below the table, one line per
+  run (wrapped at 100 columns) shows it, compact, with the family options that differ; --json
+  holds it whole. When the runs' fingerprints differ (the version and directions aside), a
+  warning on stderr, wrapped at 100 columns, names each differing field with its values and
+  runs: their scores are not comparable. A run without a fingerprint among runs with one is
+  named in a warning too.
 
 damaged event files:
   Every event file is checked whole first (the framing and CRC32C checksums of its records).
@@ -75,23 +79,36 @@ damaged event files:
   bytes were read (and in the run's "warnings" in --json); the exit status stays 0. A run with
   no scores read names the damage as the cause.
 
+run labels:
+  the parts of the runs' paths that tell them apart: the path parts every run shares at the
+  start and at the end are dropped (logs/baseline/version_0 and logs/wide/version_0 read
+  baseline and wide), then shortened in the middle (to no fewer than 10 characters) where the
+  table would be wider than 100 columns; --json holds every run's whole label and its name.
+
 table (and --json):
   one row per run: its source (tb: TensorBoard, csv), its evaluations, and for every score its
-  last value and its best value with the epoch of the best (ep). Best is the highest, the
-  lowest for frechet_distance, the closest to 1 for density. The default table shows precision,
-  recall, density and coverage (when the runs logged none of them, their first four scores),
-  and run labels are shortened in the middle (to no fewer than 10 characters) so that it fits
-  in 100 columns; --scores NAME ... picks others, --scores all shows every score (wider);
-  --json holds every score and every run's full label.
+  last value and its best value with the epoch of the best (ep). The default table shows
+  precision, recall, density and coverage (when the runs logged none of them, their first four
+  scores); --scores NAME ... picks others, --scores all shows every score (wider); --json holds
+  every score.
+
+directions:
+  best is the highest, the lowest (frechet_distance, kid), the closest to 1 (density), to 0
+  (ct, fld_gap) or to a family's target. The direction recorded with the run by PRDCallback
+  comes first (a family registered in the training script), then the families registered here.
+  A derived key takes its score's direction (per_class/<score>/<class>, <score>_mean,
+  coverage_min); a label or count (lowest_coverage_class, num_real) ranks nothing; a score of
+  unknown direction is shown, has no best and is not ranked.
 
 the better run:
   under the table, one line per score of the table: the runs ranked by their last evaluation,
-  best first, in the score's direction (higher, lower, closest to 1 for density or to a
-  family's target), "A > B" when A is better, "A = B" for equal values; the epochs when the
-  last evaluations lie at different epochs; the runs without a finite last value; and the
-  runs whose curves of the score are identical (the same values at the same epochs). --json:
-  "ranking" {score: [labels, best first]} for every score with a direction, and
-  "identical_curves" {score: [[labels], ...]}.
+  best first, in the score's direction, "A > B" when A is better, "A = B" when equally good
+  (equal to float32 precision: TensorBoard stores float32, CSV float64; or as far from the
+  target); the epochs when the last evaluations lie at different epochs; the runs without a
+  finite last value; and the runs whose curves of the score are identical (the same values to
+  float32 precision at the same epochs). --json: "ranking" {score: [labels, best first]} for
+  every score that ranks, "directions" {score: direction} and "identical_curves" {score:
+  [[labels], ...]}.
   --plot: precision-recall trajectories of all runs in one panel (first epoch: open circle,
   last: square), and precision, recall, density, coverage over epochs, one line per run;
   non-finite values (NaN, inf) are gaps in the lines.
@@ -175,12 +192,14 @@ def format_table(runs: Sequence[Run], names: Sequence[str], width: int = TABLE_W
 
 
 def table_labels(runs: Sequence[Run], names: Sequence[str], width: int = TABLE_WIDTH) -> List[str]:
-    """The run labels as the table of ``names`` shows them: shortened in the middle (:func:`shorten_labels`)
-    when the table would be wider than ``width``, to no fewer than :data:`MIN_LABEL` characters (kept whole
-    when even that would not fit, e.g. with ``--scores all``)."""
+    """The run labels as the table of ``names`` shows them: the parts of the runs' paths that tell them apart
+    (:func:`~lightning_prd.runs.labels.distinct_names`: the path parts every run shares at the start and at the
+    end dropped), then shortened in the middle (:func:`shorten_labels`) when the table would be wider than
+    ``width``, to no fewer than :data:`MIN_LABEL` characters (kept as they are when even that would not fit, e.g.
+    with ``--scores all``)."""
     _, widths, groups = _columns(runs, names)
     rest = sum(widths[1:]) + 2 * (len(groups) - 1) + 2 * len(groups)  # everything but the label column
-    labels = [r.label for r in runs]
+    labels = distinct_names([r.label for r in runs])
     return shorten_labels(labels, width - rest) if width - rest >= MIN_LABEL else labels
 
 
@@ -231,6 +250,11 @@ def shorten_labels(labels: Sequence[str], width: int) -> List[str]:
     return list(labels)
 
 
+LABELS_NOTE = (
+    "run labels: the parts of the runs' paths that tell them apart (shortened to fit where needed); "
+    "--json holds them whole"
+)
+
 LEGEND = (
     "last: the value at the run's last evaluation; best: the highest value and its epoch (ep)\n"
     "(density: the value closest to 1; frechet_distance: the lowest); source tb: TensorBoard event files"
@@ -251,9 +275,10 @@ COMPACT = (
 )
 
 
-def compact_fingerprint(fingerprint: Optional[Mapping[str, Any]]) -> str:
-    """One line: protocol, extractor, the first 12 hex digits of the weights' SHA-256, resize, quantisation,
-    real and generated counts (N, M), k and ball; ``-`` for a field not set.
+def compact_fingerprint(fingerprint: Optional[Mapping[str, Any]], extra: Sequence[str] = ()) -> str:
+    """Protocol, extractor, the first 12 hex digits of the weights' SHA-256, resize, quantisation, real and
+    generated counts (N, M), k and ball, then the fields ``extra`` (e.g. family options that differ between the
+    runs compared, ``probabilistic.k=4``); ``-`` for a field not set.
 
     Example:
         >>> compact_fingerprint({"protocol": "pr50k3", "extractor": "vgg16-nvlabs", "weights_sha256": "ab" * 32,
@@ -271,7 +296,23 @@ def compact_fingerprint(fingerprint: Optional[Mapping[str, Any]]) -> str:
         if key == "weights_sha256" and isinstance(value, str):
             value = value[:12]
         cells.append(f"{label}={'-' if value is None else value}")
+    for key in extra:
+        value = fingerprint.get(key)
+        cells.append(f"{key}={'-' if value is None else json.dumps(value)}")
     return " ".join(cells)
+
+
+def wrapped(text: str, indent: int, first: str = "", width: int = TABLE_WIDTH) -> str:
+    """``text`` wrapped at ``width`` columns at spaces, after ``first`` on its first line, the next lines indented
+    by ``indent`` spaces (a word longer than a line is not cut)."""
+    return textwrap.fill(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
 
 
 def fingerprint_table(runs: Sequence[Run]) -> Dict[str, Dict[str, Any]]:
@@ -293,8 +334,9 @@ def _shown(key: str, value: Any) -> str:
     return json.dumps(value)
 
 
-def fingerprint_warnings(runs: Sequence[Run]) -> List[str]:
-    """The warnings of a comparison: fields whose values differ between runs, and runs without a fingerprint.
+def fingerprint_warnings(runs: Sequence[Run], shown: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The warnings of a comparison: fields whose values differ between runs (family options included,
+    ``probabilistic.k``), and runs without a fingerprint. ``shown`` maps a run's label to the name shown.
 
     Example:
         >>> from lightning_prd.runs.reader import Run
@@ -304,16 +346,17 @@ def fingerprint_warnings(runs: Sequence[Run]) -> List[str]:
         the runs' fingerprints differ: resize ("tf1": a; "clean": b); their scores are not comparable
     """
     out = []
+    shown = shown or {}
     differing = fingerprint_table(runs)
     if differing:
         parts = []
         for key, per_run in differing.items():
             values: Dict[str, List[str]] = {}
             for label, value in per_run.items():
-                values.setdefault(_shown(key, value), []).append(label)
+                values.setdefault(_shown(key, value), []).append(shown.get(label, label))
             parts.append(f"{key} (" + "; ".join(f"{v}: {', '.join(labels)}" for v, labels in values.items()) + ")")
         out.append(f"the runs' fingerprints differ: {', '.join(parts)}; their scores are not comparable")
-    missing = [r.label for r in runs if r.fingerprint is None]
+    missing = [shown.get(r.label, r.label) for r in runs if r.fingerprint is None]
     if missing and len(missing) < len(runs):
         out.append(
             f"{', '.join(missing)} logged no fingerprint: whether their scores were made like the others' "
@@ -357,8 +400,9 @@ def _write(path: str, flag: str, write: Any) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """Run ``lightning-prd runs``; errors are raised (the caller prints one line)."""
 
-    def warn(message: str) -> None:
-        print(f"lightning-prd runs: warning: {message}", file=sys.stderr)
+    def warn(message: str, wrap: bool = False) -> None:
+        text = f"lightning-prd runs: warning: {message}"
+        print(wrapped(message, 4, "lightning-prd runs: warning: ") if wrap else text, file=sys.stderr)
 
     found: List[str] = []
     runs = load_runs(args.dirs, prefix=args.prefix, warn=warn, found=found)
@@ -379,22 +423,25 @@ def run_command(args: argparse.Namespace) -> int:
     print()
     print(LEGEND)
     shown = table_labels(runs, names)
+    names_of = {r.label: label for r, label in zip(runs, shown)}
     if shown != [r.label for r in runs]:
-        print("run labels are shortened to fit; --json holds them whole")
+        print(wrapped(LABELS_NOTE, 0))
     if len(runs) > 1:
-        print("\nthe better run, by the last evaluation (A > B: A is better; A = B: equal values):")
-        print("\n".join(verdict_lines(runs, names, {r.label: label for r, label in zip(runs, shown)})))
+        print("\nthe better run, by the last evaluation (A > B: A is better; A = B: equally good):")
+        print("\n".join(verdict_lines(runs, names, names_of)))
     hidden = [n for n in available if n not in names]
     if hidden:
         note = f"not shown: {', '.join(hidden)} (--scores all shows every score; --json holds them all)"
         print(textwrap.fill(note, width=100, break_on_hyphens=False))
     if any(r.fingerprint is not None for r in runs):
         print("\nfingerprints:")
-        width = max(len(r.label) for r in runs)
+        width = min(max(len(names_of[r.label]) for r in runs), TABLE_WIDTH // 3)
+        extra = [key for key in fingerprint_table(runs) if key not in dict(COMPACT).values()]
         for r in runs:
-            print(f"  {r.label.ljust(width)}  {compact_fingerprint(r.fingerprint)}")
-    for message in fingerprint_warnings(runs):
-        warn(message)
+            head = f"  {names_of[r.label].ljust(width)}  "
+            print(wrapped(compact_fingerprint(r.fingerprint, extra), min(len(head), TABLE_WIDTH // 3 + 4), head))
+    for message in fingerprint_warnings(runs, names_of):
+        warn(message, wrap=True)  # lines of 100 columns, the next ones indented
     if args.json:
         payload = {
             "command": "runs",
@@ -402,11 +449,13 @@ def run_command(args: argparse.Namespace) -> int:
             "prefix": args.prefix,
             "table_scores": names,
             "fingerprint_differences": fingerprint_table(runs),
-            "ranking": {n: ranking(runs, n) for n in available if direction(n) != "none"},
+            "ranking": {n: ranking(runs, n) for n in available if ranks(runs_direction(runs, n))},
+            "directions": {n: runs_direction(runs, n) for n in available},
             "identical_curves": {n: groups for n in available if (groups := identical_curves(runs, n))},
             "runs": [
                 {
                     "label": r.label,
+                    "name": names_of[r.label],
                     "path": r.path,
                     "source": r.source,
                     "files": r.files,
@@ -423,7 +472,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.plot:
         from lightning_prd.runs.plotting import plot_runs
 
-        fig = plot_runs({r.label: r.scores for r in runs}, panels=PANEL_SCORES)
+        fig = plot_runs({names_of[r.label]: r.scores for r in runs}, panels=PANEL_SCORES)
         _write(args.plot, "--plot", lambda out: fig.savefig(out, format=out.suffix[1:].lower() or "png"))
     return 0
 

@@ -11,7 +11,7 @@ from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.families import families, get_family, record_families
+from lightning_prd.functional.engine.families import METRIC_KEYWORDS, families, get_family, pop_switches
 from lightning_prd.functional.engine.inputs import check_int, same_features
 from lightning_prd.functional.engine.plan import plan_of
 from lightning_prd.functional.engine.sets import FeatureSets
@@ -182,8 +182,7 @@ class GenerativeMetrics(FeatureMetric):
     ) -> None:
         values = {name: value for name, value in locals().items() if name in _OPTIONS}
         check_renamed(kwargs)
-        names = {family.name for family in record_families()}
-        switches = {name: kwargs.pop(name) for name in list(kwargs) if name in names}
+        switches = pop_switches(kwargs, METRIC_KEYWORDS | set(inspect.signature(FeatureMetric.__init__).parameters))
         self.closest_pairs = check_int(closest_pairs, "closest_pairs", minimum=0)
         self.protocol: Optional[str] = None
         if protocol is not None:

@@ -53,6 +53,9 @@ FINGERPRINT_KEYS = (
 )
 #: keys :func:`fingerprint_differences` skips by default: the package version alone does not change features
 IGNORED_BY_DEFAULT = ("version",)
+#: keys never compared: ``direction/<score>`` (recorded by the callback: each score's better way) says how the scores
+#: read, not how they were made
+NOT_COMPARED = ("direction/",)
 
 
 def _version() -> Optional[str]:
@@ -133,5 +136,5 @@ def fingerprint_differences(
     compared, since the Fréchet distance and precision/recall depend on them.
     """
     a, b = current_keys(a), current_keys(b)
-    keys = [key for key in dict.fromkeys([*a, *b]) if key not in ignore]
+    keys = [key for key in dict.fromkeys([*a, *b]) if key not in ignore and not key.startswith(NOT_COMPARED)]
     return {key: (a.get(key), b.get(key)) for key in keys if json_value(a.get(key)) != json_value(b.get(key))}

@@ -22,8 +22,9 @@ ball, version; ``PRDCallback`` logs it once per fit) is read from the TensorBoar
 (:func:`prefixed_path`); None if not logged. Different fingerprints in one run are named in its warnings.
 
 For each score a run has a *last* value (at its last evaluated epoch) and a *best* value with its
-epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density
-(:mod:`lightning_prd.runs.scores`).
+epoch: the highest, the lowest for the Fréchet distance, the closest to 1 for density, in the direction recorded
+with the run first (:attr:`Run.directions`), else the registry's (:mod:`lightning_prd.runs.scores`); a score of
+unknown direction has no best.
 
 W&B offline runs (``wandb/offline-run-*``) are not read: ``wandb``'s Python API reads runs from
 a W&B server only (``wandb sync`` uploads them); log with a ``CSVLogger`` next to the
@@ -52,13 +53,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
+from lightning_prd.functional.engine.family import check_direction
 from lightning_prd.functional.engine.vocabulary import current_keys
 from lightning_prd.runs.epochs import scores_per_epoch
 from lightning_prd.runs.records import find_damage
-from lightning_prd.runs.scores import DIRECTIONS, best_index, direction
+from lightning_prd.runs.scores import DIRECTIONS, Direction, best_index, direction
 
 #: the name (after the prefix) of the TensorBoard text summary, and of the CSV run's file, of the fingerprint
 FINGERPRINT = "fingerprint"
+#: the fingerprint's keys of the directions recorded with a run: ``direction/<score>``
+DIRECTION_KEY = "direction/"
 #: the prefix whose files sit directly in a run's ``log_dir``
 DEFAULT_PREFIX = "prd/"
 
@@ -96,18 +100,37 @@ class Run:
     warnings: List[str] = field(default_factory=list)
     fingerprint: Optional[Dict[str, Any]] = None
 
+    @property
+    def directions(self) -> Dict[str, Direction]:
+        """The directions the callback recorded with the run (its fingerprint's ``direction/<score>``; empty if
+        none); a value that is no direction is left out."""
+        out: Dict[str, Direction] = {}
+        for key, way in (self.fingerprint or {}).items():
+            if key.startswith(DIRECTION_KEY):
+                try:
+                    out[key[len(DIRECTION_KEY) :]] = check_direction(key, way)
+                except ValueError:
+                    continue
+        return out
+
+    def direction(self, name: str) -> Direction:
+        """The direction of score ``name`` in this run: recorded with it first, then the registry's
+        (:func:`~lightning_prd.runs.scores.direction`)."""
+        return direction(name, self.directions)
+
     def summary(self) -> Dict[str, Dict[str, Any]]:
         """Score name -> ``last``, ``last_epoch``, ``best``, ``best_epoch``, ``direction``, ``epochs``."""
         out: Dict[str, Dict[str, Any]] = {}
+        recorded = self.directions
         for name in score_order(self.scores):
             points = self.scores[name]
-            best = best_index(name, [v for _, v in points])
+            best = best_index(name, [v for _, v in points], recorded)
             out[name] = {
                 "last": points[-1][1],
                 "last_epoch": points[-1][0],
                 "best": points[best][1] if best is not None else math.nan,
                 "best_epoch": points[best][0] if best is not None else None,
-                "direction": direction(name),
+                "direction": direction(name, recorded),
                 "epochs": len(points),
             }
         return out
@@ -387,7 +410,8 @@ def discover(directories: Sequence[str]) -> Tuple[List[Tuple[str, str, List[str]
                 seen.add(key)
                 runs.append((path, source, files, _label(path, directory)))
     labels = [r[3] for r in runs]
-    runs = [(p, s, f, lab if labels.count(lab) == 1 else p) for p, s, f, lab in runs]  # keep labels unique
+    if len(set(labels)) < len(labels):  # labels that clash: every run is labelled by its path
+        runs = [(p, s, f, p.replace(os.sep, "/")) for p, s, f, _ in runs]
     if not runs:
         where = " ".join(directories)
         if wandb_dirs:

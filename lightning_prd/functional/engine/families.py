@@ -16,6 +16,12 @@ Three ways a family is computed:
 * by the package's engine (``engine=True``: the built-in families that
   :func:`~lightning_prd.functional.generative.scores_from_plan` wires itself).
 
+**Families of installed packages.** A package declares its families in the entry-point group
+:data:`ENTRY_POINT_GROUP` (``lightning_prd.families``): each entry point is a callable that registers them. The
+entry points are loaded (:func:`load_entry_points`) the first time a family that is not registered is asked for
+(``GenerativeMetrics(nn_dist=True)``, :func:`get_family`), and by the command line before its flags are built;
+a name that is still unknown raises naming the registered families and how to register one.
+
 Directions: ``"higher"``, ``"lower"``, ``"none"`` (a diagnostic that ranks nothing) or a target value, the
 best being the one closest to it (density's ``1``; ``1`` and ``0`` read ``"one"`` and ``"zero"``).
 
@@ -34,7 +40,8 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import warnings
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from lightning_prd.functional.engine.family import Direction, Family, PassAsks, check_direction
 
@@ -49,6 +56,10 @@ __all__ = [
     "record_families",
     "registered_options",
     "directions",
+    "ENTRY_POINT_GROUP",
+    "load_entry_points",
+    "pop_switches",
+    "unknown_family",
 ]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -63,6 +74,79 @@ RESERVED = frozenset(
 
 
 _REGISTRY: Dict[str, Family] = {}
+
+#: the entry-point group of installed packages' score families
+ENTRY_POINT_GROUP = "lightning_prd.families"
+
+#: the entry points already called, as ``name=value``
+_loaded: Dict[str, bool] = {}
+
+#: keywords a torchmetrics ``Metric`` takes itself (``GenerativeMetrics`` passes them on)
+METRIC_KEYWORDS = frozenset(
+    (
+        "compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
+        "sync_on_compute", "compute_with_cache",
+    )
+)  # fmt: skip
+
+
+def load_entry_points() -> List[str]:
+    """Call every entry point of :data:`ENTRY_POINT_GROUP` once (a failing one is named in a warning and
+    skipped); returns the names called by this call."""
+    from importlib.metadata import entry_points
+
+    called = []
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        key = f"{point.name}={point.value}"
+        if key in _loaded:
+            continue
+        _loaded[key] = True
+        try:
+            point.load()()
+        except Exception as err:  # another package's bug must not stop the caller
+            warnings.warn(
+                f"score family entry point {key!r} ({ENTRY_POINT_GROUP}) failed and is skipped: "
+                f"{type(err).__name__}: {err}",
+                stacklevel=2,
+            )
+            continue
+        called.append(point.name)
+    return called
+
+
+def _known(names: Iterable[str]) -> bool:
+    """Whether every name is a registered family, after loading the entry points when one is not."""
+    _builtins()
+    names = list(names)
+    if all(name in _REGISTRY for name in names):
+        return True
+    load_entry_points()
+    return all(name in _REGISTRY for name in names)
+
+
+def unknown_family(names: Sequence[str], registered: Optional[Sequence[str]] = None) -> ValueError:
+    """The one-line error for names that are no registered family (entry points loaded): the registered ones and
+    how to register one."""
+    shown = sorted(_REGISTRY) if registered is None else list(registered)
+    return ValueError(
+        f"Expected score families registered with `register_family`, but got {list(names)}; registered: "
+        f"{', '.join(shown)}; register one with lightning_prd.register_family(name, compute, outputs={{key: "
+        f"'higher'|'lower'|target}}) before use, or install a package that declares it in the entry-point group "
+        f"{ENTRY_POINT_GROUP!r}"
+    )
+
+
+def pop_switches(kwargs: Dict[str, Any], others: Iterable[str] = ()) -> Dict[str, Any]:
+    """Take the switches of the families computed through their record (the rarity score, user families) out of
+    ``kwargs``; entry points are loaded when a name is not registered, and a name that is neither a family nor
+    in ``others`` raises :func:`unknown_family`."""
+    allowed = set(others)
+    unknown = [name for name in kwargs if name not in allowed]
+    if unknown and not _known(unknown):
+        missing = [name for name in unknown if name not in _REGISTRY]
+        raise unknown_family(missing)
+    names = {family.name for family in record_families()}
+    return {name: kwargs.pop(name) for name in list(kwargs) if name in names}
 
 
 def register_family(
@@ -164,14 +248,11 @@ def unregister_family(name: str) -> None:
 
 
 def get_family(name: str) -> Family:
-    """The family ``name``; ``ValueError`` listing the registered ones otherwise."""
-    _builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"Expected a registered score family, but got {name!r}; registered: {sorted(_REGISTRY)}"
-        ) from None
+    """The family ``name`` (entry points loaded the first time it is not registered); :func:`unknown_family`
+    otherwise."""
+    if not _known([name]):
+        raise unknown_family([name])
+    return _REGISTRY[name]
 
 
 def families() -> List[Family]:
@@ -191,12 +272,13 @@ def record_families() -> List[Family]:
 def registered_options(switches: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     """The checked options of the switched-on families computed through their record (not ``engine``), by
     name, in registration order; a name that is no such family raises naming the registered ones."""
+    unknown = sorted(set(switches) - {f.name for f in record_families()})
+    if unknown:
+        _known(unknown)  # entry points loaded: a family of an installed package
     order = [f.name for f in record_families()]
     unknown = sorted(set(switches) - set(order))
     if unknown:
-        raise ValueError(
-            f"Expected score families registered with `register_family`, but got {unknown}; registered: {order}"
-        )
+        raise unknown_family(unknown)
     out: Dict[str, Dict[str, Any]] = {}
     for name in order:
         if name in switches:
