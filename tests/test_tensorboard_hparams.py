@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import warnings
 
 import pytest
 import pytorch_lightning as pl
@@ -135,6 +136,67 @@ def test_a_fit_that_crashes_gives_the_logger_its_setting_back(tmp_path, default_
     with pytest.raises(RuntimeError, match="the user's own bug"):
         quiet_trainer(tmp_path, [cb], EPOCHS, logger=tb).fit(Crashing())
     assert tb._default_hp_metric is default_hp_metric
+
+
+class Huge(Module):
+    """Hyperparameters beyond float64 (``big``) and text that is no UTF-8 (``odd``, a lone surrogate)."""
+
+    def __init__(self, lr=0.1, big=10**400, odd="\ud800"):
+        super(Module, self).__init__()
+        self.save_hyperparameters()
+
+
+def _hparams_warnings(seen):
+    return [str(w.message) for w in seen if "HParams" in str(w.message)]
+
+
+def test_a_hyperparameter_the_tab_cannot_hold_is_written_as_text_or_left_out_and_the_fit_goes_on(tmp_path):
+    tb = TensorBoardLogger(str(tmp_path), name="tb")
+    cb = PRDCallback(REAL, num_samples=64, metric=dict(prd=False, alpha_beta=False))
+    trainer = quiet_trainer(str(tmp_path), [cb], EPOCHS, logger=tb, log_every_n_steps=1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        trainer.fit(Huge())
+    assert trainer.current_epoch == EPOCHS and [r["epoch"] for r in cb.history] == list(range(EPOCHS))
+    assert _hparams_warnings(seen) == [
+        "TensorBoard's HParams tab cannot hold hyperparameter `big` (int of 401 digits): written as text; "
+        "`odd` (str): left out (the others are written)"
+    ]
+    start = hparams_plugin_data(tmp_path)["tb/version_0"]["_hparams_/session_start_info"].session_start_info
+    shown = {k: plain(v) for k, v in start.hparams.items()}
+    fingerprint = {f"prd/fingerprint/{k}": as_shown(v) for k, v in cb.fingerprint.items()}
+    assert shown == {"lr": 0.1, "big": "1" + "0" * 400, **fingerprint}
+
+
+def test_values_the_tab_cannot_hold_as_they_are():
+    from lightning_prd.loggers.tensorboard_hparams import session_values, writable_values
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    params = {"lr": 0.1, "n": -(10**309), "digits": 10**5000, "object": Unprintable(), "nan": float("nan")}
+    kept, notes = writable_values(session_values(params))
+    assert kept == {"lr": 0.1, "n": "-1" + "0" * 309, "nan": pytest.approx(float("nan"), nan_ok=True)}
+    assert notes == [
+        "`n` (int of 310 digits): written as text",
+        "`digits` (int of more digits than Python writes): left out",
+        "`object` (Unprintable): left out",
+    ]
+
+
+def test_a_fit_that_scores_nothing_with_such_a_hyperparameter_ends_with_a_warning(tmp_path):
+    """The logger's own placeholder session, written when the fit scored nothing, cannot hold ``10**400``."""
+    tb = TensorBoardLogger(str(tmp_path), name="tb", default_hp_metric=True)
+    cb = PRDCallback(REAL, num_samples=64, every_n_epochs=EPOCHS + 1, evaluate_on_train_end=False)
+    trainer = quiet_trainer(str(tmp_path), [cb], EPOCHS, logger=tb)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        trainer.fit(Huge())
+    assert trainer.current_epoch == EPOCHS and cb.history == []
+    assert _hparams_warnings(seen) == [
+        "TensorBoard's HParams session was not written: OverflowError: int too large to convert to float"
+    ]
 
 
 def test_fingerprint_in_the_wandb_config_of_an_offline_run(tmp_path, monkeypatch):

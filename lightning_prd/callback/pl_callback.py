@@ -175,8 +175,8 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             protocol's files in torch's hub cache (never downloads; ``TypeError`` at construction saying what
             to get). Without a protocol, the weights of an extractor given by name
             (``feature_extractor="vgg16", weights=PATH``).
-        verbose: after each evaluation, log one line at level INFO from global rank zero (Lightning's
-            ``rank_zero_info``, like ``ModelCheckpoint(verbose=True)``; shown with or without the progress bar):
+        verbose: after each evaluation, show one line from global rank zero (through the progress bar while one
+            is enabled, on a line of its own; else at level INFO through Lightning's ``rank_zero_info``):
             the epoch, precision, recall, density, coverage, the Fréchet distance (those the metric returns)
             and the evaluation's wall time, e.g. ``lightning_prd: epoch 3 · precision 0.712 · recall 0.655 ·
             density 0.930 · coverage 0.810 · frechet_distance 12.3 · 4.2 s``

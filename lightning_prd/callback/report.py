@@ -5,16 +5,22 @@ returned; a metric with none of them shows its first four scores) and the evalua
 
     lightning_prd: epoch 3 · precision 0.712 · recall 0.655 · density 0.930 · coverage 0.810 · 4.2 s
 
-It goes to ``rank_zero_info`` (the logger Lightning's own ``ModelCheckpoint(verbose=True)`` writes to, at
-level INFO), so it shows in the terminal with and without the progress bar, once per evaluation under DDP.
+While a progress bar is enabled it is printed through the bar, as ``LightningModule.print`` prints: with
+Lightning's TQDM bar by ``tqdm.write`` to standard output (the bars are cleared, the line written on a line of its
+own, the bars drawn again below it), with any other bar by its ``print`` (the Rich bar's console). Without a bar it
+goes to ``rank_zero_info`` (the logger Lightning's own ``ModelCheckpoint(verbose=True)`` writes to, at level INFO).
+Either way it shows once per evaluation under DDP, from global rank zero.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Mapping
 
+from pytorch_lightning.callbacks import TQDMProgressBar
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
+from tqdm import tqdm
 
 from lightning_prd.runs.scores import DIRECTIONS
 
@@ -58,6 +64,21 @@ def evaluation_line(record: Mapping[str, Any], seconds: float, prefix: str = "pr
 
 
 def report_evaluation(trainer: Any, record: Mapping[str, Any], seconds: float, prefix: str) -> None:
-    """Log :func:`evaluation_line` at level INFO from global rank zero only."""
+    """Show :func:`evaluation_line` from global rank zero only: through the trainer's progress bar when one is
+    enabled (:func:`print_line`), else logged at level INFO."""
     if trainer.is_global_zero:
-        rank_zero_info(evaluation_line(record, seconds, prefix))
+        print_line(trainer, evaluation_line(record, seconds, prefix))
+
+
+def print_line(trainer: Any, line: str) -> None:
+    """``line`` on a line of its own in the terminal: through ``trainer``'s enabled progress bar, else to
+    ``rank_zero_info``. Lightning's TQDM bar prints only while one of its bars is open (not after the last epoch),
+    so for it the line goes to ``tqdm.write``, which clears every open bar, writes and draws the bars again."""
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if bar is None or not getattr(bar, "is_enabled", True):
+        rank_zero_info(line)
+        return
+    if isinstance(bar, TQDMProgressBar):
+        tqdm.write(line, file=sys.stdout)  # Lightning's bars write to standard output
+    else:
+        bar.print(line)

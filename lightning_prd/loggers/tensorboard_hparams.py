@@ -16,6 +16,10 @@ would not be shown. So, per ``TensorBoardLogger`` of a fit:
 * :func:`release_session`, in the callback's ``teardown``: ``default_hp_metric`` back as it was; a fit that
   wrote no session (nothing evaluated) gets the logger's own placeholder session then.
 
+A hyperparameter the tab cannot hold (an int beyond float64 such as ``10**400``, text that is no UTF-8, an object
+whose text cannot be formed) is written as its text, or left out when that fails too, with one warning naming it;
+a session that still cannot be written is skipped with a warning. Training never stops on a hyperparameter.
+
 ``hparams.yaml`` is written by the logger once, when its folder first exists (before the fingerprint);
 :func:`rewrite_hparams_file` writes it again with the logger's hyperparameters.
 """
@@ -23,8 +27,9 @@ would not be shown. So, per ``TensorBoardLogger`` of a fit:
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
-from typing import Any, Dict, Iterable, Mapping, MutableMapping
+from typing import Any, Dict, Iterable, List, Mapping, MutableMapping, Tuple
 
 import numpy as np
 
@@ -49,7 +54,10 @@ def release_session(logger: Any) -> None:
         return
     setattr(logger, _SWITCH, held["hp_metric"])
     if held["hp_metric"] and not held["written"]:
-        logger.log_hyperparams(dict(getattr(logger, "hparams", None) or {}))
+        try:
+            logger.log_hyperparams(dict(getattr(logger, "hparams", None) or {}))
+        except (OverflowError, TypeError, ValueError) as error:  # a hyperparameter the HParams tab cannot hold
+            _warn_unwritten(error)
 
 
 def session_values(params: Mapping[str, Any], parent: str = "") -> Dict[str, Any]:
@@ -70,8 +78,67 @@ def session_values(params: Mapping[str, Any], parent: str = "") -> Dict[str, Any
         elif isinstance(value, (bool, int, float, str)):
             out[name] = value
         else:
-            out[name] = str(value)
+            out[name] = _text(value)
     return out
+
+
+def _text(value: Any) -> Any:
+    """``str(value)``, or ``value`` itself when it has no text (:func:`writable_values` then skips it)."""
+    try:
+        return str(value)
+    except Exception:  # a __str__ that raises, an int past Python's digit limit
+        return value
+
+
+def writable_values(values: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
+    """``values`` (from :func:`session_values`) that the HParams tab holds: each one as it is when TensorBoard's
+    ``hparams`` takes it, else as its text, else left out; and a note per value written as text or left out.
+
+    Example:
+        >>> kept, notes = writable_values({"lr": 0.1, "big": 10**400})
+        >>> kept["lr"], kept["big"] == "1" + "0" * 400, notes
+        (0.1, True, ['`big` (int of 401 digits): written as text'])
+    """
+    kept: Dict[str, Any] = {}
+    notes: List[str] = []
+    for name, value in values.items():
+        if _holds(name, value):
+            kept[name] = value
+        elif _holds(name, _text(value)):
+            kept[name] = _text(value)
+            notes.append(f"`{name}` ({_describe(value)}): written as text")
+        else:
+            notes.append(f"`{name}` ({_describe(value)}): left out")
+    return kept, notes
+
+
+def _holds(name: str, value: Any) -> bool:
+    """TensorBoard's ``hparams`` takes ``value`` (a bool, int, float or str within float64 and UTF-8)."""
+    from torch.utils.tensorboard.summary import hparams
+
+    if not isinstance(value, (bool, int, float, str)):
+        return False
+    try:
+        hparams({name: value}, {})
+    except Exception:  # an int out of float64's range, text the protobuf refuses
+        return False
+    return True
+
+
+def _describe(value: Any) -> str:
+    """``value``'s type, with its number of digits for an int."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return f"int of {len(str(abs(value)))} digits"
+        except ValueError:  # past Python's limit of digits written (4,300 by default)
+            return "int of more digits than Python writes"
+    return type(value).__name__
+
+
+def _warn_unwritten(error: BaseException) -> None:
+    warnings.warn(
+        f"TensorBoard's HParams session was not written: {type(error).__name__}: {error}", UserWarning, stacklevel=3
+    )
 
 
 def write_session(logger: Any, metric_tags: Iterable[str], step: int) -> None:
@@ -86,9 +153,20 @@ def write_session(logger: Any, metric_tags: Iterable[str], step: int) -> None:
         held["written"] = True
     with_hp_metric = held["hp_metric"] if held is not None else bool(getattr(logger, _SWITCH, False))
     tags = list(dict.fromkeys([*metric_tags, *(["hp_metric"] if with_hp_metric else [])]))
-    values = session_values(dict(getattr(logger, "hparams", None) or {}))
+    values, notes = writable_values(session_values(dict(getattr(logger, "hparams", None) or {})))
+    if notes:
+        warnings.warn(
+            f"TensorBoard's HParams tab cannot hold hyperparameter {'; '.join(notes)} (the others are written)",
+            UserWarning,
+            stacklevel=3,
+        )
+    try:
+        summaries = hparams(values, dict.fromkeys(tags, 0.0))
+    except (OverflowError, TypeError, ValueError) as error:
+        _warn_unwritten(error)
+        return
     writer = logger.experiment._get_file_writer()
-    for summary in hparams(values, dict.fromkeys(tags, 0.0)):
+    for summary in summaries:
         writer.add_summary(summary, step)
 
 

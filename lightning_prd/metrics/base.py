@@ -303,6 +303,16 @@ class FeatureMetric(Metric):
         for name, value in kept.items():
             setattr(self, name, value)
 
+    def merge_state(self, incoming_state: Union[Dict[str, Any], Metric]) -> None:
+        """Add the sets of ``incoming_state`` (a metric of this class, or a dict of its states) to this metric's,
+        as :meth:`torchmetrics.Metric.merge_state` does (the incoming rows first), and forget the result of an
+        earlier ``compute()``: the next ``compute()`` scores the merged sets instead of returning the cached
+        scores of this metric's own sets. A merged metric counts the incoming metric's updates as its own."""
+        super().merge_state(incoming_state)
+        self._computed = None
+        if isinstance(incoming_state, Metric):
+            self._update_count += incoming_state._update_count
+
     def plot(self, val: Optional[Any] = None, ax: Optional[Any] = None) -> Any:
         """Plot the scalar scores (one call) or their history (a list of ``compute()`` results)."""
         return self._plot(val, ax)
