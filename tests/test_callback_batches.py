@@ -98,12 +98,11 @@ def test_batch_seeds_are_batch_zero_seed_then_distinct_streams():
 
 
 def test_extraction_batch_defaults():
-    assert extraction_batch(FIDInceptionFeatures, 1024) == FIDInceptionFeatures.default_batch_size == 128
-    assert extraction_batch(VGG16Features, 1024) == VGG16Features.default_batch_size == 64
-    assert extraction_batch(None, 1024) == extraction_batch(Identity(), 1024) == 1024
-    assert extraction_batch(lambda x: x, 100) == 100  # a function: the sampling batch
-    assert extraction_batch(nn.Linear(2, 2), 1024) == CUSTOM_BATCH
-    assert extraction_batch(Linear(), 1024, given=8) == 8
+    assert extraction_batch(FIDInceptionFeatures) == FIDInceptionFeatures.default_batch_size == 128
+    assert extraction_batch(VGG16Features) == VGG16Features.default_batch_size == 64
+    assert extraction_batch(None) is extraction_batch(Identity()) is extraction_batch(lambda x: x) is None  # as read
+    assert extraction_batch(nn.Linear(2, 2)) == CUSTOM_BATCH
+    assert extraction_batch(Linear(), given=8) == 8
 
 
 def test_extract_batch_size_refused_when_not_positive():
@@ -168,20 +167,29 @@ class Dump(pl.Callback):
 
 
 class Recording(GaussianSampler):
+    """Keeps what it draws (one evaluation per fit here); on rank ``oom_rank``, more than 8 samples run out
+    of memory."""
+
+    def __init__(self, oom_rank=None):
+        super().__init__()
+        self.oom_rank = oom_rank
+
     def sample(self, n):
+        if self.trainer.global_rank == self.oom_rank and n > 8:
+            raise torch.OutOfMemoryError(f"stand-in: {n} samples")
         x = super().sample(n)
         self.drawn = getattr(self, "drawn", []) + [x]
         return x
 
 
-def _run(tmp_path, name, **trainer_kwargs):
+def _run(tmp_path, name, batch_size=16, oom_rank=None, **trainer_kwargs):
     out = tmp_path / name
     out.mkdir()
-    cb = PRDCallback(REAL, num_samples=70, batch_size=16, log_curves=False)  # 5 batches: 3 on rank 0, 2 on rank 1
+    cb = PRDCallback(REAL, num_samples=70, batch_size=batch_size, log_curves=False)  # 16: 3 batches on rank 0, 2
     trainer = pl.Trainer(max_epochs=1, accelerator="cpu", callbacks=[cb, Dump(out)], **QUIET, **trainer_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer.fit(Recording())
+        trainer.fit(Recording(oom_rank))
     world = trainer_kwargs.get("devices", 1)
     scores = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
     drawn = torch.cat([x for r in range(world) for x in torch.load(out / f"rank{r}.pt")])
@@ -196,3 +204,15 @@ def test_one_and_two_processes_draw_the_same_set_and_scores(tmp_path):
         for key in KNN:
             assert scores[key] == single[key], key  # bit for bit
         assert scores["frechet_distance"] == pytest.approx(single["frechet_distance"], rel=1e-12, abs=1e-15)
+
+
+def test_ranks_agree_on_the_sampling_batch_after_one_runs_out_of_memory(tmp_path):
+    """Rank 1's generator runs out of memory above 8 samples: it halves 16 → 8, rank 0 draws again at 8,
+    and the scores are those of one process at batch size 8 (rank 0 drew at 16 first, so what the ranks drew
+    is not compared)."""
+    (single,), _ = _run(tmp_path, "single", batch_size=8, devices=1)
+    (plain,), _ = _run(tmp_path, "single16", batch_size=16, devices=1)
+    assert any(plain[key] != single[key] for key in KNN)  # the batch size changes the noise, so the test can fail
+    two, _ = _run(tmp_path, "ddp", batch_size=16, oom_rank=1, devices=2, strategy="ddp_spawn")
+    for scores in two:
+        assert all(scores[key] == single[key] for key in KNN)

@@ -12,12 +12,13 @@ only, not on the number of processes: a 1-process and a W-process run score the 
 **Extraction batches.** An extractor embeds at most :func:`extraction_batch` rows per call: the
 callback's ``extract_batch_size`` when given, else the extractor's ``default_batch_size`` attribute
 (each built-in network declares one that fits a 24 GB card beside a model in training), else
-:data:`CUSTOM_BATCH` for another module, else the sampling batch (no extractor, the identity, a function).
+:data:`CUSTOM_BATCH` for another module, else each chunk as it comes (no extractor, the identity, a
+function: a batch of generated samples, a chunk of the real set as read).
 
-**Out of memory.** A :class:`Halving` batch size that meets ``torch.OutOfMemoryError`` halves (down to
-1) and the whole step is run again from its start (:func:`retry_halving`), so the result equals that of
-a run at the smaller size from the start; one warning names the size that worked, which is kept for
-later calls.
+**Out of memory.** A :class:`Halving` batch size that meets ``torch.OutOfMemoryError`` halves (down to 1;
+a size of None: half the rows of the call that failed) and the whole step is run again from its start
+(:func:`retry_halving`), so the result equals that of a run at the smaller size from the start; one
+warning names the size that worked, which is kept for later calls.
 
 Example:
     >>> [list(rank_batches(5, 2, r, 2)) for r in range(2)]  # 3 batches of 2, 2, 1 rows
@@ -48,6 +49,8 @@ T = TypeVar("T")
 FAKE_STREAM = 3
 #: extraction batch of a module that declares no ``default_batch_size``
 CUSTOM_BATCH = 64
+#: a size of None (each chunk as it comes) in the ranks' all-reduce: larger than any batch
+_NONE = 2**62
 #: who warns about a halved batch size
 OWNER = "PRDCallback"
 #: what running out of memory raises (``torch.cuda.OutOfMemoryError`` on torch < 2.5)
@@ -82,10 +85,11 @@ def generated_batches(num_samples: int, batch_size: int, rank: int, world: int) 
         yield b, min(batch_size, num_samples - b * batch_size)
 
 
-def extraction_batch(extractor: Any, sampling_batch: int, given: Optional[int] = None) -> int:
+def extraction_batch(extractor: Any, given: Optional[int] = None) -> Optional[int]:
     """Rows per extractor call: ``given``; else the extractor's ``default_batch_size``; else :data:`CUSTOM_BATCH`
-    for a module (but :class:`~lightning_prd.features.Identity`); else ``sampling_batch`` (no extractor, the
-    identity, or a plain function, whose cost is its own: set ``extract_batch_size`` for a network inside one)."""
+    for a module (but :class:`~lightning_prd.features.Identity`); else None: each chunk as it comes (a batch of
+    generated samples, a chunk of the real set), for no extractor, the identity or a plain function, whose cost
+    is its own (set ``extract_batch_size`` for a network inside one)."""
     if given is not None:
         return given
     declared = getattr(extractor, "default_batch_size", None)
@@ -93,28 +97,31 @@ def extraction_batch(extractor: Any, sampling_batch: int, given: Optional[int] =
         return declared
     if isinstance(extractor, nn.Module) and not isinstance(extractor, Identity):
         return CUSTOM_BATCH
-    return sampling_batch
+    return None
 
 
 class Halving:
-    """A batch size (``size``) for ``what`` (e.g. ``"sampling"``) that halves when it runs out of memory."""
+    """A batch size (``size``; None: each chunk as it comes) for ``what`` (e.g. ``"sampling"``) that halves
+    when it runs out of memory."""
 
-    def __init__(self, size: int, what: str) -> None:
-        self.size, self.what = int(size), what
+    def __init__(self, size: Optional[int], what: str) -> None:
+        self.size, self.what = size, what
         self._failed: Optional[int] = None  # the largest size that ran out of memory since the last warning
         self._pending = False
 
-    def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)``; out of memory at a size above 1 halves :attr:`size` and marks a retry (the error
-        goes on to :func:`retry_halving`, which runs the step again); at size 1 it passes through."""
+    def run(self, rows: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on ``rows`` rows; out of memory on more than one row halves :attr:`size` (``rows``
+        when None) and marks a retry (the error goes on to :func:`retry_halving`, which runs the step again);
+        on one row it passes through."""
         try:
             return fn(*args)
         except OutOfMemory:
-            if self.size <= 1:
+            if rows <= 1:
                 raise
+            current = rows if self.size is None else self.size
             if self._failed is None:
-                self._failed = self.size
-            self.size = max(1, self.size // 2)
+                self._failed = current
+            self.size = max(1, current // 2)
             self._pending = True
             raise
 
@@ -159,14 +166,19 @@ def retry_halving(
         return out
 
 
-def agree_on_size(size: Halving, device: torch.device, world: int) -> bool:
-    """Under DDP, whether every rank holds the same :attr:`Halving.size` (one all-reduce MIN of ``(size,
-    −size)``, on ``device``); if not, ``size`` becomes the smallest and the caller runs its step again. Every
-    rank gets the same answer, so all make the same number of calls. True without a process group."""
+def agree_on_sizes(sizes: Sequence[Halving], device: torch.device, world: int) -> bool:
+    """Under DDP, whether every rank holds the same :attr:`Halving.size` of each of ``sizes`` (one all-reduce
+    MIN of every ``(size, −size)`` on ``device``); if not, each becomes the smallest over the ranks and the
+    caller runs its step again. Every rank gets the same answer, so all make the same number of calls. True
+    without a process group."""
     if world < 2 or not (dist.is_available() and dist.is_initialized()):
         return True
-    both = torch.tensor([size.size, -size.size], dtype=torch.int64, device=device)
+    held = [_NONE if s.size is None else s.size for s in sizes]
+    both = torch.tensor([v for size in held for v in (size, -size)], dtype=torch.int64, device=device)
     dist.all_reduce(both, op=dist.ReduceOp.MIN)
-    smallest, largest = int(both[0]), -int(both[1])
-    size.size = smallest
-    return smallest == largest
+    agreed = True
+    for i, s in enumerate(sizes):
+        smallest, largest = int(both[2 * i]), -int(both[2 * i + 1])
+        s.size = None if smallest == _NONE else smallest
+        agreed = agreed and smallest == largest
+    return agreed

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from lightning_prd.callback.batches import (
     OWNER,
     Halving,
-    agree_on_size,
+    agree_on_sizes,
     batch_seed,
     extraction_batch,
     generated_batches,
@@ -111,8 +111,7 @@ class PRDCallbackCore(RealSide):
         #: the generator's batch (``batch_size``, halved on out of memory) and the extractor's
         #: (:func:`~lightning_prd.callback.batches.extraction_batch`)
         self._sampling = Halving(self.batch_size, "sampling")
-        extraction = extraction_batch(self.feature_extractor, self.batch_size, given)
-        self._extraction = Halving(extraction, "feature extraction")
+        self._extraction = Halving(extraction_batch(self.feature_extractor, given), "feature extraction")
         self.log_images = check_bool(log_images, "log_images")
         self.evaluate_on_train_end = check_bool(evaluate_on_train_end, "evaluate_on_train_end")
         self.verbose = check_bool(verbose, "verbose")
@@ -380,21 +379,21 @@ class PRDCallbackCore(RealSide):
     ) -> Optional[torch.dtype]:
         """This rank's global batches of generated samples (:mod:`~lightning_prd.callback.batches`), each drawn
         under its own seed and embedded, then handed to the metric in order; the dtype of their features (None:
-        this rank drew none). Under DDP the ranks then agree on the sampling batch (the smallest; a rank with a
-        larger one draws again), so the gathered set is that of one process at that size."""
+        this rank drew none). Under DDP the ranks then agree on the sampling and extraction batches (the smallest;
+        a rank with a larger one draws again), so the gathered set is that of one process at those sizes."""
         keep = (self.log_images and rank == 0) or self.log_closest_pairs > 0
         while True:
             self._images = []
             drawn: List[Tuple[Tensor, Optional[Tensor]]] = []
-            for b, n in generated_batches(self.num_samples, self._sampling.size, rank, world):
+            for b, n in generated_batches(self.num_samples, self._sampling.size or self.batch_size, rank, world):
                 with fixed_rng(batch_seed(self.seed, b), device):
-                    samples, labels = self._sampling.run(self._draw, pl_module, n)
+                    samples, labels = self._sampling.run(n, self._draw, pl_module, n)
                     if keep:
                         self._images.append(samples.detach().cpu())
                     feats = self._embed(samples, device, fake_role(name))
                 self._check_file_width(feats, name)
                 drawn.append((feats, labels))
-            if agree_on_size(self._sampling, device, world):
+            if agree_on_sizes([self._sampling, self._extraction], device, world):
                 break
         for feats, labels in drawn:
             update_fake(self.metric, feats, name, extracted=self.feature_extractor is not None, labels=labels)

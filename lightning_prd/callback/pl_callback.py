@@ -118,8 +118,9 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             that size from the start.
         extract_batch_size: rows per call of ``feature_extractor``. Default (None): the extractor's
             ``default_batch_size`` (each built-in network declares one that fits a 24 GB card beside a
-            model in training, e.g. 256 for the FID Inception, 64 for VGG-16); ``batch_size`` without a
-            network, :class:`~lightning_prd.features.Identity` or a plain function; 64 for other modules.
+            model in training, e.g. 128 for the FID Inception, 64 for VGG-16); 64 for other modules; without a
+            network, with :class:`~lightning_prd.features.Identity` or a plain function, each chunk as it comes
+            (a batch of generated samples, a chunk of the real set as read).
             Halved on ``torch.OutOfMemoryError`` like ``batch_size``: the generated side starts again, a real
             chunk is embedded again, and the size that worked is kept (one warning).
         log_images: when samples are images ``[n, 1 or 3, H, W]``, also log (rank 0, TensorBoard and

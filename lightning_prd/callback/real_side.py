@@ -267,10 +267,11 @@ class RealSide:
         if self.feature_extractor is None:
             x = x.to(device)
             return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
-        size = self._extraction.size
+        rows = x.shape[0]
+        size = self._extraction.size or max(rows, 1)
         parts = [
-            self._extraction.run(extract, self.feature_extractor, x[i : i + size].to(device), role)
-            for i in range(0, max(x.shape[0], 1), size)
+            self._extraction.run(min(size, rows - i), extract, self.feature_extractor, x[i : i + size].to(device), role)
+            for i in range(0, max(rows, 1), size)
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
