@@ -25,7 +25,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from lightning_prd.callback import PRDCallback, rank_shard
+from lightning_prd.callback import PRDCallback
+from lightning_prd.callback.batches import rows_of
 from lightning_prd.callback.sharding import real_chunks
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable, extractor_identity
 
@@ -77,7 +78,7 @@ class OneBuffer(Linear):
 class Tiny(TinyTrainable):
     def sample(self, n):
         """This rank's block of ``FAKE`` (all of it in one process): the gathered set is ``FAKE`` either way."""
-        mine = rank_shard(len(FAKE), self.trainer.global_rank, self.trainer.world_size)
+        mine = rows_of(len(FAKE), 16, self.trainer.global_rank, self.trainer.world_size)  # batch_size=16
         start = getattr(self, "cursor", 0)
         self.cursor = (start + n) % len(mine)
         return FAKE[mine.start + start : mine.start + start + n]

@@ -1,7 +1,7 @@
 """PRDCallback under 2-process CPU DDP (``ddp_spawn``, gloo) logs what one process logs on the same data.
 
 The generated set is a fixed table and ``sample_fn`` returns the rows of the calling rank's
-block (:func:`lightning_prd.callback.rank_shard`), so the gathered set is exactly the
+global batches (:func:`lightning_prd.callback.batches.rows_of`), so the gathered set is exactly the
 single-process set, in the same order: even PRD (seeded k-means) must agree. The real set is a
 DataLoader under DDP and a tensor in the single process, which also checks that the two sharding
 paths agree. Set sizes are odd, so the shards are uneven.
@@ -20,7 +20,8 @@ import torch
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_prd.callback import PRDCallback, rank_shard
+from lightning_prd.callback import PRDCallback
+from lightning_prd.callback.batches import rows_of
 
 from tiny_modules import TinyTrainable
 
@@ -32,7 +33,7 @@ FAKE = torch.randn(N_FAKE, 2, generator=torch.Generator().manual_seed(1))
 def sample_fn(pl_module, n):
     """This rank's block of rows of the fixed table, scaled by an epoch-dependent factor."""
     trainer = pl_module.trainer
-    idx = list(rank_shard(N_FAKE, trainer.global_rank, trainer.world_size))
+    idx = list(rows_of(N_FAKE, N_FAKE, trainer.global_rank, trainer.world_size))  # one global batch
     if n != len(idx):
         raise RuntimeError(f"rank {trainer.global_rank} asked for {n} samples, its shard has {len(idx)}")
     return FAKE[idx] * (0.5 + 0.5 * trainer.current_epoch)

@@ -16,7 +16,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import EarlyStopping
 
-from lightning_prd.callback import PRDCallback, rank_shard
+from lightning_prd.callback import PRDCallback
+from lightning_prd.callback.batches import rows_of
 
 from tiny_modules import TinyTrainable
 
@@ -28,7 +29,7 @@ METRIC = dict(prd=False, alpha_beta=False)
 
 def sample_fn(pl_module, n):
     t = pl_module.trainer
-    idx = list(rank_shard(N_FAKE, t.global_rank, t.world_size))
+    idx = list(rows_of(N_FAKE, 1024, t.global_rank, t.world_size))  # one global batch
     assert n == len(idx)
     return FAKE[idx] * (0.5 + 0.2 * t.global_step)
 

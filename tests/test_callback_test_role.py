@@ -22,7 +22,8 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_prd.callback import PRDCallback, rank_shard
+from lightning_prd.callback import PRDCallback
+from lightning_prd.callback.batches import rows_of
 from lightning_prd.metrics.generative import GenerativeMetrics
 
 from tiny_modules import PointsData, TinyTrainable, quiet_trainer
@@ -254,7 +255,7 @@ DDP_METRIC = dict(HELD_OUT, per_class=True, prd=False)
 def ddp_sample_fn(pl_module, n):
     """This rank's block of the fixed generated table with its labels, scaled by an epoch-dependent factor."""
     trainer = pl_module.trainer
-    idx = list(rank_shard(N_FAKE_DDP, trainer.global_rank, trainer.world_size))
+    idx = list(rows_of(N_FAKE_DDP, N_FAKE_DDP, trainer.global_rank, trainer.world_size))  # one global batch
     if n != len(idx):
         raise RuntimeError(f"rank {trainer.global_rank} asked for {n} samples, its shard has {len(idx)}")
     return FAKE_DDP[idx] * (1.0 + 0.25 * trainer.current_epoch), FAKE_LABELS_DDP[idx]

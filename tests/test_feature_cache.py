@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback, rank_shard
+from lightning_prd.callback.batches import rows_of
 from lightning_prd.features.cache import RealFeatureCache, extractor_identity
 
 from ddp_utils import run_ddp
@@ -60,7 +61,7 @@ class FromFile(Counting):
 class Tiny(TinyTrainable):
     def sample(self, n):
         """This rank's block of ``FAKE`` (all of it in one process): the gathered set is ``FAKE`` either way."""
-        mine = rank_shard(len(FAKE), self.trainer.global_rank, self.trainer.world_size)
+        mine = rows_of(len(FAKE), 16, self.trainer.global_rank, self.trainer.world_size)  # batch_size=16
         start = getattr(self, "cursor", 0)  # the callback asks for the block in batches, once per evaluation
         self.cursor = (start + n) % len(mine)
         return FAKE[mine.start + start : mine.start + start + n]

@@ -13,6 +13,8 @@ set, and the held-out ``test`` set, read, embedded and handed to the metric),
 :mod:`~lightning_prd.callback.image_folder` (a folder of real images), :mod:`~lightning_prd.callback.sharding`
 (which real rows each rank embeds),
 :mod:`~lightning_prd.callback.rng` (the fixed noise, the user's RNG left alone),
+:mod:`~lightning_prd.callback.batches` (the generated samples' global batches and their seeds, the extraction
+batch, batch sizes halved on out of memory),
 :mod:`~lightning_prd.callback.sources` (the generated samples and features, checked, with errors naming
 their source), :mod:`~lightning_prd.callback.labels` (class labels for a per-class metric),
 :mod:`~lightning_prd.callback.closest_pairs` (the grid of generated samples beside their nearest real ones),

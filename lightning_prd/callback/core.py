@@ -18,6 +18,15 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from lightning_prd.callback.batches import (
+    OWNER,
+    Halving,
+    agree_on_sizes,
+    batch_seed,
+    extraction_batch,
+    generated_batches,
+    retry_halving,
+)
 from lightning_prd.callback.closest_pairs import gather_pairs, pair_grid
 from lightning_prd.callback.labels import check_class_names
 from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_sample_fn
@@ -34,7 +43,6 @@ from lightning_prd.callback.schedule import (
     validation_ends_epoch,
     warn_plain_early_stopping,
 )
-from lightning_prd.callback.sharding import rank_shard
 from lightning_prd.callback.sources import draw, draw_labelled, fake_role, generator_name, update_fake
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_seed
@@ -73,6 +81,7 @@ class PRDCallbackCore(RealSide):
         seed: int = 0,
         log_curves: bool = True,
         batch_size: int = 1024,
+        extract_batch_size: Optional[int] = None,
         log_images: bool = False,
         num_images: int = 16,
         evaluate_on_train_end: bool = True,
@@ -98,6 +107,11 @@ class PRDCallbackCore(RealSide):
         self.seed = check_seed(seed)
         self.log_curves = check_bool(log_curves, "log_curves")
         self.batch_size = check_positive_int(batch_size, "batch_size")
+        given = None if extract_batch_size is None else check_positive_int(extract_batch_size, "extract_batch_size")
+        #: the generator's batch (``batch_size``, halved on out of memory) and the extractor's
+        #: (:func:`~lightning_prd.callback.batches.extraction_batch`)
+        self._sampling = Halving(self.batch_size, "sampling")
+        self._extraction = Halving(extraction_batch(self.feature_extractor, given), "feature extraction")
         self.log_images = check_bool(log_images, "log_images")
         self.evaluate_on_train_end = check_bool(evaluate_on_train_end, "evaluate_on_train_end")
         self.verbose = check_bool(verbose, "verbose")
@@ -244,21 +258,15 @@ class PRDCallbackCore(RealSide):
                 if not self._real_ready:
                     with fixed_rng(stream_seed(self.seed + rank, REAL_STREAM), device):
                         self._update_real(device, rank, world)
-                n_fake = len(rank_shard(self.num_samples, rank, world))
-                keep = (self.log_images and rank == 0) or self.log_closest_pairs > 0
                 self._images, self._pairs = [], None
-                with fixed_rng(self.seed + rank, device):
-                    for start in range(0, n_fake, self.batch_size):
-                        n = min(self.batch_size, n_fake - start)
-                        samples, labels = self._draw(pl_module, n)
-                        if keep:
-                            self._images.append(samples.detach().cpu())
-                        feats = self._features(samples, device, role=fake_role(name))
-                        self._check_file_width(feats, name)
-                        extracted = self.feature_extractor is not None
-                        update_fake(self.metric, feats, name, extracted=extracted, labels=labels)
+                dtype = retry_halving(
+                    lambda: self._generated(pl_module, device, rank, world, name),
+                    [self._sampling, self._extraction],
+                    OWNER,
+                    device,
+                )
                 if self.fingerprint is None:  # the first evaluation of the fit; a collective under DDP
-                    self._take_fingerprint(device, rank, feats.dtype if n_fake else None)
+                    self._take_fingerprint(device, rank, dtype)
                 with fixed_rng(stream_seed(self.seed, COMPUTE_STREAM), device):  # the same on every rank
                     result = self.metric.compute()  # a collective under DDP: every rank gets here
                 if self.log_closest_pairs > 0:  # a collective under DDP too
@@ -365,6 +373,31 @@ class PRDCallbackCore(RealSide):
         if self.labelled:
             return draw_labelled(generate, name, n)
         return draw(generate, name, n), None
+
+    def _generated(
+        self, pl_module: Any, device: torch.device, rank: int, world: int, name: str
+    ) -> Optional[torch.dtype]:
+        """This rank's global batches of generated samples (:mod:`~lightning_prd.callback.batches`), each drawn
+        under its own seed and embedded, then handed to the metric in order; the dtype of their features (None:
+        this rank drew none). Under DDP the ranks then agree on the sampling and extraction batches (the smallest;
+        a rank with a larger one draws again), so the gathered set is that of one process at those sizes."""
+        keep = (self.log_images and rank == 0) or self.log_closest_pairs > 0
+        while True:
+            self._images = []
+            drawn: List[Tuple[Tensor, Optional[Tensor]]] = []
+            for b, n in generated_batches(self.num_samples, self._sampling.size or self.batch_size, rank, world):
+                with fixed_rng(batch_seed(self.seed, b), device):
+                    samples, labels = self._sampling.run(n, self._draw, pl_module, n)
+                    if keep:
+                        self._images.append(samples.detach().cpu())
+                    feats = self._embed(samples, device, fake_role(name))
+                self._check_file_width(feats, name)
+                drawn.append((feats, labels))
+            if agree_on_sizes([self._sampling, self._extraction], device, world):
+                break
+        for feats, labels in drawn:
+            update_fake(self.metric, feats, name, extracted=self.feature_extractor is not None, labels=labels)
+        return drawn[0][0].dtype if drawn else None
 
     def _check_roles(self) -> None:
         """In ``setup``: ``test`` given exactly when a score of the metric uses it, and labels for a per-class

@@ -22,16 +22,17 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
     **Fixed noise, untouched RNG.** The states of torch (CPU and the module's CUDA, MPS or XPU device), Python
     ``random`` and NumPy are restored after each evaluation, whatever the generator, the extractor,
     the metric's ``compute`` and the loggers draw: the training run is the one without the callback.
-    Inside, the generated samples are drawn with every generator seeded with ``seed + global_rank``
-    (the same latent codes at every evaluation), the real side and ``compute`` with seeds derived from
-    ``seed`` (:mod:`lightning_prd.callback.rng`), so an evaluation depends on the weights and ``seed``
-    only, even with a stochastic extractor.
+    Inside, the generated samples are drawn in global batches of ``batch_size``, batch ``b`` with every
+    generator seeded with its own seed (``seed`` for batch 0; :mod:`lightning_prd.callback.batches`): the
+    same latent codes at every evaluation, whatever the number of processes. The real side and ``compute``
+    are drawn with seeds derived from ``seed`` (:mod:`lightning_prd.callback.rng`), so an evaluation
+    depends on the weights and ``seed`` only, even with a stochastic extractor.
 
-    **Distributed.** Rank ``r`` of ``W`` generates its contiguous share of ``num_samples`` and
-    embeds its contiguous block of the real rows (:func:`rank_shard`: no duplicates, and the
-    gathered sets keep the single-process order). The metric all-gathers the features and
-    every rank computes the same values, so every rank must reach the hook (it does under
-    Lightning). Real features are extracted once per fit (first
+    **Distributed.** Rank ``r`` of ``W`` generates a contiguous run of the global batches (the runs differ
+    by at most one batch, :func:`~lightning_prd.callback.batches.rows_of`) and embeds its contiguous block
+    of the real rows (:func:`rank_shard`: no duplicates, and the gathered sets keep the single-process
+    order). The metric all-gathers the features and every rank computes the same values, so every rank
+    must reach the hook (it does under Lightning). Real features are extracted once per fit (first
     evaluation) and kept, with their k-NN radii, by ``GenerativeMetrics(reset_real_features=False)``.
 
     Args:
@@ -84,10 +85,10 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             path ``"package.module:function"`` (or ``"package.module.function"``), imported at
             construction (``TypeError`` when it does not import or is not callable). Default:
             ``pl_module.sample(n)``; ``setup`` raises ``ValueError`` when neither exists.
-            Called with ``n <= batch_size``, repeatedly, inside the seeded RNG. With a per-class metric it
-            returns ``(samples, labels)``: ``n`` samples and a 1-D integer tensor of their ``n`` class labels
-            (the classes they were conditioned on); without one, a tuple is refused. Floating-point
-            samples must be finite; errors about the generated samples or their features name
+            Called with ``n <= batch_size`` (one global batch), repeatedly, inside the seeded RNG. With a
+            per-class metric it returns ``(samples, labels)``: ``n`` samples and a 1-D integer tensor of
+            their ``n`` class labels (the classes they were conditioned on); without one, a tuple is
+            refused. Floating-point samples must be finite; errors about the generated samples or their features name
             ``sample_fn`` (or ``<Module>.sample``), and errors of the extractor name ``feature_extractor``.
         feature_extractor: module or callable mapping a batch of samples to ``[n, D]`` features,
             applied to real and generated samples alike, under ``no_grad`` in eval mode (an
@@ -110,7 +111,18 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             ``reset_real_features=True`` the real features are extracted again at each evaluation.
         seed: base seed of the fixed noise.
         log_curves: log curves and figures (scalars are always logged).
-        batch_size: chunk size for sampling and feature extraction.
+        batch_size: samples per generator call (the global batches of the noise, above), and rows per
+            read of the real set. On ``torch.OutOfMemoryError`` in the generator it halves (down to 1), the
+            evaluation's generated side is drawn again from its start at the new size, one warning names the
+            size that worked, and that size is kept for later evaluations: the scores are those of a run at
+            that size from the start.
+        extract_batch_size: rows per call of ``feature_extractor``. Default (None): the extractor's
+            ``default_batch_size`` (each built-in network declares one that fits a 24 GB card beside a
+            model in training, e.g. 128 for the FID Inception, 64 for VGG-16); 64 for other modules; without a
+            network, with :class:`~lightning_prd.features.Identity` or a plain function, each chunk as it comes
+            (a batch of generated samples, a chunk of the real set as read).
+            Halved on ``torch.OutOfMemoryError`` like ``batch_size``: the generated side starts again, a real
+            chunk is embedded again, and the size that worked is kept (one warning).
         log_images: when samples are images ``[n, 1 or 3, H, W]``, also log (rank 0, TensorBoard and
             W&B) a grid of the ``num_images`` least realistic generated samples, a grid of real samples
             that no generated sample covers (the modes the model misses) and a histogram of realism

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from lightning_prd.callback.batches import OWNER, Halving, retry_halving
 from lightning_prd.callback.image_folder import image_chunks
 from lightning_prd.callback.labels import class_labels, relabel, zip_labels
 from lightning_prd.callback.real_sources import (
@@ -50,6 +51,7 @@ class RealSide:
     #: use at most this many held-out samples of ``test`` (the first ones); None: all
     num_test: Optional[int] = None
     batch_size: int
+    _extraction: Halving
     log_images: bool
     cache: Optional[RealFeatureCache]
     _extractor_name: Optional[str]
@@ -257,11 +259,23 @@ class RealSide:
         return relabel(feats, seen) if self.labelled else ((f, None) for f in feats)
 
     def _features(self, x: Tensor, device: torch.device, role: str = "the samples of argument `real`") -> Tensor:
-        """Features of the samples ``x`` (``role`` names them in the extractor's errors)."""
-        x = x.to(device)
+        """Features of the samples ``x`` (``role`` names them in the extractor's errors), embedded again from
+        the first row of ``x`` when an extraction batch runs out of memory and halves
+        (:func:`~lightning_prd.callback.batches.retry_halving`)."""
+        return retry_halving(lambda: self._embed(x, device, role), [self._extraction], OWNER, device)
+
+    def _embed(self, x: Tensor, device: torch.device, role: str) -> Tensor:
+        """Features of the samples ``x``, ``extract_batch_size`` rows per extractor call, on ``device``."""
         if self.feature_extractor is None:
+            x = x.to(device)
             return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
-        return extract(self.feature_extractor, x, role)
+        rows = x.shape[0]
+        size = self._extraction.size or max(rows, 1)
+        parts = [
+            self._extraction.run(min(size, rows - i), extract, self.feature_extractor, x[i : i + size].to(device), role)
+            for i in range(0, max(rows, 1), size)
+        ]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _clear_real(self) -> None:
         """Drop cached real (and test) features (a new fit may shard the real set differently)."""

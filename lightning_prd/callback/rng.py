@@ -5,8 +5,9 @@ every random generator seeded inside, so an evaluation depends on the weights an
 device (CUDA, Apple MPS or Intel XPU), Python's ``random`` and NumPy's global generator are saved and restored
 (:func:`preserved_rng`), whatever the generator, the extractor, the metric and the loggers draw.
 Inside, three seeded streams (:func:`fixed_rng`): the real side on rank ``r`` with
-``stream_seed(seed + r, REAL_STREAM)``, the generated samples with ``seed + r`` (the same noise at
-every evaluation, even the first, which also embeds the real set), the metric's ``compute`` with
+``stream_seed(seed + r, REAL_STREAM)``, the generated samples per global batch ``b`` with
+:func:`~lightning_prd.callback.batches.batch_seed` (the same noise at every evaluation, even the first,
+which also embeds the real set, and with any number of processes), the metric's ``compute`` with
 ``stream_seed(seed, COMPUTE_STREAM)`` (the same on every rank, so ranks agree on what it draws).
 
 Example:
@@ -31,7 +32,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
-#: stream of the real side's seed, apart from the generated samples' ``seed + rank``
+#: stream of the real side's seed, apart from the generated samples' (``batches.FAKE_STREAM``)
 REAL_STREAM = 1
 #: stream of the metric's ``compute`` seed
 COMPUTE_STREAM = 2

@@ -13,6 +13,13 @@ A feature extractor is an :class:`torch.nn.Module` that maps a batch of ``n`` sa
 * ``input_size`` (``(H, W)`` or None): the spatial size the network runs at. Images of any
   other size are resized to it inside ``forward`` (bilinear, antialiased); None for non-images.
 
+and, for the batches it is run in:
+
+* ``default_batch_size`` (int or None): rows per call that fit a 24 GB card beside a model in training,
+  from the extractor's measured peak memory per image (``benchmarks/bench_extractor_memory.py``); the
+  callback's and the CLI's extraction batch when the user gives none. None: the caller's fallback
+  (:func:`lightning_prd.callback.batches.extraction_batch`).
+
 and, for the fingerprint that travels with every score (:func:`describe_extractor`):
 
 * ``name`` (str or None): what the extractor is (a registry name such as ``"fid-inception"``);
@@ -62,6 +69,7 @@ class FeatureExtractor(nn.Module):
     input_dtype: Optional[torch.dtype] = None
     input_range: Optional[Tuple[float, float]] = None
     input_size: Optional[Tuple[int, int]] = None
+    default_batch_size: Optional[int] = None
     name: Optional[str] = None
     weights_sha256: Optional[str] = None
     preprocessing: Optional[Dict[str, Any]] = None

@@ -179,6 +179,9 @@ class CLIPFeatures(ImageExtractor):
         preprocessing: resize, quantisation, input size, normalisation and crop (JSON values).
     """
 
+    #: rows per call: at most about 4 GiB of activations (63.7 MiB per image, ViT-L/14-336; bench_extractor_memory.py)
+    default_batch_size = 64
+
     def __init__(
         self,
         weights: Union[None, str, Path] = None,

@@ -136,6 +136,9 @@ class DINOv2Features(ImageExtractor):
         preprocessing: resize, quantisation, input size, normalisation and crop (JSON values).
     """
 
+    #: rows per call: at most about 4 GiB of activations (24.3 MiB per image, ViT-L/14; bench_extractor_memory.py)
+    default_batch_size = 128
+
     def __init__(
         self,
         weights: WeightsArg = None,

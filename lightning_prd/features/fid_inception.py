@@ -166,6 +166,9 @@ class FIDInceptionFeatures(FeatureExtractor):
             ``"none"``; None takes the reference's rule for ``resize`` (module docstring).
     """
 
+    #: rows per call: at most about 4 GiB of activations (20.4 MiB per image; bench_extractor_memory.py)
+    default_batch_size = 128
+
     num_features = 2048
     input_dtype = torch.uint8
     input_range = (0.0, 1.0)

@@ -104,6 +104,9 @@ class InceptionV3Features(ImageExtractor):
         features = extractor(images_uint8)  # [B, 3, H, W] -> [B, 2048]
     """
 
+    #: rows per call: at most about 4 GiB of activations (20.4 MiB per image, FID Inception; bench_extractor_memory.py)
+    default_batch_size = 128
+
     num_features = 2048
 
     def __init__(

@@ -167,6 +167,9 @@ class VGG16Features(ImageExtractor):
         preprocessing: resize, quantisation, input size and normalisation (JSON values).
     """
 
+    #: rows per call: at most about 4 GiB of activations (41.9 MiB per image; bench_extractor_memory.py)
+    default_batch_size = 64
+
     num_features = 4096
 
     def __init__(

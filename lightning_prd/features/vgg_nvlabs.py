@@ -132,6 +132,9 @@ class NVlabsVGG16Features(FeatureExtractor):
     module); images are moved to its device. Example: see the module docstring.
     """
 
+    #: rows per call: at most about 4 GiB of activations (41.9 MiB per image as VGG-16; bench_extractor_memory.py)
+    default_batch_size = 64
+
     num_features = 4096
     input_dtype = torch.uint8
     input_range = (0.0, 1.0)
