@@ -16,6 +16,7 @@ from torch.utils.data import DistributedSampler
 
 from lightning_prd.callback.labels import batch_labels
 from lightning_prd.features.base import first_tensor
+from lightning_prd.functional.knn.collectives import object_device_context
 from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
 
 
@@ -102,7 +103,8 @@ def check_samplers_agree(real: Any, rank: int, world: int, name: str = "real") -
     if sampler is None or world < 2 or not (dist.is_available() and dist.is_initialized()):
         return
     seen: List[Any] = [None] * world
-    dist.all_gather_object(seen, (sampler.num_replicas, sampler.rank))
+    with object_device_context():
+        dist.all_gather_object(seen, (sampler.num_replicas, sampler.rank))
     expected = [(world, r) for r in range(world)]
     if seen != expected:
         raise ValueError(
