@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from lightning_prd.functional.knn.collectives import group_device, place
+from lightning_prd.functional.knn import collectives
 
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64]
 
@@ -36,12 +36,12 @@ def gather_features(x: Tensor, group: Optional[Any] = None) -> List[Tensor]:
     Ranks holding no rows do not count in the width check."""
     world = dist.get_world_size(group)
     home = x.device
-    device = group_device(group, home)
+    device = collectives.group_device(group, home)
     empty = x.numel() == 0 and x.ndim != 2
     rows = 0 if empty else int(x.shape[0])
     # a rank without rows has no width (an empty batch does not fix it, as in a single process)
     width = -1 if rows == 0 else (int(x.shape[1]) if x.ndim == 2 else int(x.reshape(rows, -1).shape[1]))
-    meta = place(torch.tensor([rows, width, _code(x.dtype)], dtype=torch.long, device=device), device)
+    meta = collectives.place(torch.tensor([rows, width, _code(x.dtype)], dtype=torch.long, device=device), device)
     metas = [torch.zeros_like(meta) for _ in range(world)]
     dist.all_gather(metas, meta, group=group)
     table: List[List[int]] = torch.stack(metas).tolist()  # one transfer to the host
@@ -60,7 +60,7 @@ def gather_features(x: Tensor, group: Optional[Any] = None) -> List[Tensor]:
         dtype = torch.float64 if any(_DTYPES[int(m[2])] == torch.float64 for m in table) else torch.float32
     x = x.reshape(rows, dim).to(dtype)
     counts = [int(m[0]) for m in table]
-    padded = place(torch.zeros((max(counts), dim), dtype=dtype, device=device), device)
+    padded = collectives.place(torch.zeros((max(counts), dim), dtype=dtype, device=device), device)
     padded[:rows] = x
     out = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(out, padded.contiguous(), group=group)
