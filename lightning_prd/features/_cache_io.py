@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from lightning_prd.functional.knn.collectives import group_device, object_device_context
+from lightning_prd.functional.knn import collectives
 
 
 def tensor_bytes(t: Tensor) -> memoryview:
@@ -96,7 +96,7 @@ class Comm:
         if self.world == 1:
             return fn()
         box = [fn() if self.rank == 0 else None]
-        with object_device_context():
+        with collectives.object_device_context():
             dist.broadcast_object_list(box, src=0)
         return box[0]
 
@@ -104,7 +104,7 @@ class Comm:
         if self.world == 1:
             return [obj]
         out: List[Any] = [None] * self.world
-        with object_device_context():
+        with collectives.object_device_context():
             dist.all_gather_object(out, obj)
         return out
 
@@ -121,9 +121,9 @@ class Comm:
             )
         tail, dtype_name = shapes.pop()
         dtype = getattr(torch, dtype_name.replace("torch.", ""))
-        device = group_device()
+        device = collectives.group_device()
         most = max(m[0] for m in metas if m is not None)
-        padded = torch.zeros((most, *tail), dtype=dtype, device=device)
+        padded = collectives.place(torch.zeros((most, *tail), dtype=dtype, device=device), device)
         if mine is not None:
             padded[: mine.shape[0]] = mine
         del mine
