@@ -114,6 +114,7 @@ class FeatureMetric(Metric):
             raise ValueError(f"Expected argument `split_work` to be a bool, but got {split_work!r}")
         self.split_work = split_work
         self._real_cache: Optional[RealSide] = None
+        self._synced_real: Optional[_Synced] = None  # kept real-data states as last gathered (see _sync_dist)
         self._roles: Tuple[str, ...] = ("real", "fake")
         self._labels_on = False
         self.add_state("real_features", [], dist_reduce_fx="cat")
@@ -330,6 +331,7 @@ class FeatureMetric(Metric):
                 setattr(self, name, synced.values[name])
             self._synced_real = synced
             return
+        self._synced_real = None  # (a stale gathered copy is not kept through the gather)
         super()._sync_dist(dist_sync_fn, process_group)
         entry = _Synced(local, {name: getattr(self, name) for name in kept})
         _SYNCED[key] = entry
