@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from test_ddp import BLOCK, FAKE, REAL, SPLITS, _single
 
-from lightning_prd import GenerativeMetrics, PrecisionRecall
+from lightning_prd import DensityCoverage, GenerativeMetrics, PrecisionRecall
 
 from ddp_utils import run_ddp
 
@@ -133,3 +133,31 @@ def test_kept_real_set_is_gathered_once():
         assert got_reset[1] >= real_set + fake_set  # (a metric that resets its real set gathers it again)
         assert got[3] >= 1.5 * real_set  # new real rows: the real set is gathered again
     assert kept[0][1] == kept[1][1]
+
+
+def _collection_kept_real(rank, world):
+    """A MetricCollection whose members keep the real set (one compute group: shared states)."""
+    from torchmetrics import MetricCollection
+
+    coll = MetricCollection([PrecisionRecall(reset_real_features=False), DensityCoverage(reset_real_features=False)])
+    for s in range(rank * 7, 90, 14):
+        coll.update(REAL[s : s + 7], real=True)
+    out = []
+    for scale in (1.0, 0.5, 2.0):
+        coll.update(FAKE[rank::2] * scale, real=False)
+        out.append({k: float(v) for k, v in coll.compute().items()})
+        coll.reset()
+    return out
+
+
+def test_collection_keeping_its_real_set():
+    expected = []
+    for scale in (1.0, 0.5, 2.0):
+        ref = {}
+        for m in (PrecisionRecall(), DensityCoverage()):
+            m.update(REAL, real=True)
+            m.update(FAKE * scale, real=False)
+            ref.update({k: float(v) for k, v in m.compute().items()})
+        expected.append(ref)
+    for got in run_ddp(_collection_kept_real, strict=True):
+        assert got == expected
