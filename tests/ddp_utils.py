@@ -17,10 +17,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, world, port, out_dir, fn, args):
+def _worker(rank, world, port, out_dir, fn, args, strict=False):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    if strict:  # NCCL's rules over gloo (tests/strict_collectives.py)
+        import strict_collectives
+
+        strict_collectives.install()
     try:
         result = fn(rank, world, *args)
         torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
@@ -28,8 +32,9 @@ def _worker(rank, world, port, out_dir, fn, args):
         dist.destroy_process_group()
 
 
-def run_ddp(fn, *args, world: int = 2):
-    """Call ``fn(rank, world, *args)`` in ``world`` gloo processes; return the list of results."""
+def run_ddp(fn, *args, world: int = 2, strict: bool = False):
+    """Call ``fn(rank, world, *args)`` in ``world`` gloo processes; return the list of results. With
+    ``strict``, every collective must follow NCCL's rules (:mod:`strict_collectives`)."""
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_worker, args=(world, _free_port(), out_dir, fn, args), nprocs=world, join=True)
+        mp.spawn(_worker, args=(world, _free_port(), out_dir, fn, args, strict), nprocs=world, join=True)
         return [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world)]

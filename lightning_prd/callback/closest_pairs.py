@@ -29,6 +29,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
+from lightning_prd.functional.knn.collectives import object_device_context
+
 #: the result entries that name the pairs
 PAIR_KEYS = ("closest_fake_index", "closest_real_index")
 
@@ -55,7 +57,8 @@ def gather_pairs(
     counts: List[Any] = [(local.shape[0], num_real)]
     if distributed:
         counts = [None] * world
-        dist.all_gather_object(counts, (local.shape[0], num_real))
+        with object_device_context():
+            dist.all_gather_object(counts, (local.shape[0], num_real))
     fake_at, real_at = sum(c[0] for c in counts[:rank]), sum(c[1] for c in counts[:rank])
     fake_index, real_index = result[PAIR_KEYS[0]].tolist(), result[PAIR_KEYS[1]].tolist()
     mine_fake = {j: local[g - fake_at].clone() for j, g in enumerate(fake_index) if 0 <= g - fake_at < local.shape[0]}
@@ -64,7 +67,8 @@ def gather_pairs(
     parts: List[Any] = [mine]
     if distributed:
         parts = [None] * world
-        dist.all_gather_object(parts, mine)
+        with object_device_context():
+            dist.all_gather_object(parts, mine)
     if rank != 0:
         return None
     got_fake: Dict[int, Tensor] = {}

@@ -3,19 +3,22 @@
 its process.
 
 Rank ``r`` of ``W`` reads the block :func:`rank_shard` gives it, so the gathered real set of a DDP run
-is the real set of a single-process run, in the same order.
+is the real set of a single-process run, in the same order. From a DataLoader over a map-style dataset
+(with ``__len__``) read in order, a rank loads only its block (a ``Subset`` with the loader's batch size,
+collate function and workers); from any other DataLoader it reads the batches up to its block's end.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch.distributed as dist
 from torch import Tensor
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, SequentialSampler, Subset
 
 from lightning_prd.callback.labels import batch_labels
 from lightning_prd.features.base import first_tensor
+from lightning_prd.functional.knn.collectives import object_device_context
 from lightning_prd.samplers import distributed_sampler_of, random_sampler_of, unpadded_count
 
 
@@ -77,6 +80,12 @@ def _rows(
             "DistributedSampler"
         )
     mine = rank_shard(real_total(real, num_real, name), rank, world)
+    own = own_share_loader(real, mine) if world > 1 else None
+    if own is not None:
+        for i, batch in enumerate(own):
+            x, y = _split(batch, name, i, labelled)
+            yield x, y
+        return
     seen = 0
     for i, batch in enumerate(real):
         if seen >= mine.stop:
@@ -86,6 +95,35 @@ def _rows(
         if hi > lo:
             yield x[lo:hi], None if y is None else y[lo:hi]
         seen += x.shape[0]
+
+
+def own_share_loader(real: Any, mine: range) -> Optional[DataLoader]:
+    """A DataLoader reading only the rows ``mine`` of ``real``'s dataset, in order, in ``real``'s batches, with
+    its collate function and workers; None unless ``real`` is a DataLoader over a map-style dataset with
+    ``__len__`` read in order (``SequentialSampler``, a batch size, no ``drop_last``)."""
+    if not isinstance(real, DataLoader) or isinstance(real.dataset, IterableDataset):
+        return None
+    if not isinstance(real.sampler, SequentialSampler) or real.batch_size is None or real.drop_last:
+        return None
+    try:
+        len(real.dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    extra: Dict[str, Any] = {}
+    if real.num_workers > 0:
+        extra = {"prefetch_factor": real.prefetch_factor, "persistent_workers": real.persistent_workers}
+    return DataLoader(
+        Subset(real.dataset, mine),
+        batch_size=real.batch_size,
+        collate_fn=real.collate_fn,
+        num_workers=real.num_workers,
+        pin_memory=real.pin_memory,
+        timeout=real.timeout,
+        worker_init_fn=real.worker_init_fn,
+        multiprocessing_context=real.multiprocessing_context,
+        generator=real.generator,
+        **extra,
+    )
 
 
 def _split(batch: Any, name: str, index: int, labelled: bool) -> Tuple[Tensor, Optional[Tensor]]:
@@ -102,7 +140,8 @@ def check_samplers_agree(real: Any, rank: int, world: int, name: str = "real") -
     if sampler is None or world < 2 or not (dist.is_available() and dist.is_initialized()):
         return
     seen: List[Any] = [None] * world
-    dist.all_gather_object(seen, (sampler.num_replicas, sampler.rank))
+    with object_device_context():
+        dist.all_gather_object(seen, (sampler.num_replicas, sampler.rank))
     expected = [(world, r) for r in range(world)]
     if seen != expected:
         raise ValueError(

@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from lightning_prd.functional.knn import collectives
+
 
 def tensor_bytes(t: Tensor) -> memoryview:
     """The raw bytes of ``t`` (any dtype, any device; copied to the CPU when needed)."""
@@ -94,14 +96,16 @@ class Comm:
         if self.world == 1:
             return fn()
         box = [fn() if self.rank == 0 else None]
-        dist.broadcast_object_list(box, src=0)
+        with collectives.object_device_context():
+            dist.broadcast_object_list(box, src=0)
         return box[0]
 
     def all_gather(self, obj: Any) -> List[Any]:
         if self.world == 1:
             return [obj]
         out: List[Any] = [None] * self.world
-        dist.all_gather_object(out, obj)
+        with collectives.object_device_context():
+            dist.all_gather_object(out, obj)
         return out
 
     def gather_to_zero(self, chunks: List[Tensor]) -> Optional[List[List[Tensor]]]:
@@ -117,11 +121,9 @@ class Comm:
             )
         tail, dtype_name = shapes.pop()
         dtype = getattr(torch, dtype_name.replace("torch.", ""))
-        device = (
-            torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-        )
+        device = collectives.group_device()
         most = max(m[0] for m in metas if m is not None)
-        padded = torch.zeros((most, *tail), dtype=dtype, device=device)
+        padded = collectives.place(torch.zeros((most, *tail), dtype=dtype, device=device), device)
         if mine is not None:
             padded[: mine.shape[0]] = mine
         del mine

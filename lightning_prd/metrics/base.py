@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+from copy import deepcopy
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -14,6 +16,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
+from lightning_prd.functional.knn.collectives import to_group
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
 
@@ -64,6 +67,12 @@ class FeatureMetric(Metric):
             computing everything. Every rank still gets the full result.
         kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the
             uneven-rank gather above).
+
+    Kept real sets under DDP: with ``reset_real_features=False`` the real-data states (``real``, a
+    ``test`` set, their labels) are gathered at the first evaluation and the gathered tensors kept; later
+    evaluations gather only the generated set, as long as no rank added or replaced a real batch (one
+    all-reduce of a flag decides; any change on any rank gathers the real set again). The gathered real
+    set stays in memory between evaluations (on the states' device).
     """
 
     # list states while accumulating; torchmetrics concatenates them into one tensor when it syncs
@@ -106,6 +115,7 @@ class FeatureMetric(Metric):
             raise ValueError(f"Expected argument `split_work` to be a bool, but got {split_work!r}")
         self.split_work = split_work
         self._real_cache: Optional[RealSide] = None
+        self._synced_real: Optional[_Synced] = None  # kept real-data states as last gathered (see _sync_dist)
         self._roles: Tuple[str, ...] = ("real", "fake")
         self._labels_on = False
         self.add_state("real_features", [], dist_reduce_fx="cat")
@@ -274,6 +284,67 @@ class FeatureMetric(Metric):
             return None
         return current_shard(self.process_group)
 
+    def _kept_states(self) -> Tuple[str, ...]:
+        """The states ``reset()`` keeps (real-data features and labels), when ``reset_real_features`` is False."""
+        if self.reset_real_features:
+            return ()
+        return tuple(
+            name
+            for role in self._roles
+            if role != "fake"
+            for name in (f"{role}_features", f"{role}_labels")
+            if name in self._reductions
+        )
+
+    def _copy_state_dict(self) -> Dict[str, Union[Tensor, List[Any]]]:
+        """The local states saved by ``sync()`` (and restored by ``unsync()``). The kept real-data lists are
+        copied as lists of the same tensors (accumulated batches are never written in place), so their
+        identity tells the next sync whether they changed; every other state is cloned as torchmetrics does."""
+        kept = self._kept_states()
+        cache: Dict[str, Union[Tensor, List[Any]]] = {}
+        for attr in self._defaults:
+            value = getattr(self, attr)
+            if isinstance(value, Tensor):
+                cache[attr] = value.detach().clone()
+            elif attr in kept:
+                cache[attr] = list(value)
+            else:
+                cache[attr] = [v.detach().clone() if isinstance(v, Tensor) else deepcopy(v) for v in value]
+        return cache
+
+    def _sync_dist(self, dist_sync_fn: Callable = gather_features, process_group: Optional[Any] = None) -> None:
+        """Gather the states; the kept real-data states only when some rank's changed since they were last
+        gathered (see the class docstring)."""
+        kept = self._kept_states()
+        if not kept:
+            super()._sync_dist(dist_sync_fn, process_group)
+            return
+        group = process_group or self.process_group
+        local = {name: getattr(self, name) for name in kept}
+        key = (id(group), dist_sync_fn) + tuple(
+            tuple(id(t) for t in v) if isinstance(v, list) else (id(v),) for v in local.values()
+        )
+        synced = _SYNCED.get(key)
+        flag = to_group(torch.tensor([int(synced is not None)], dtype=torch.int32), group)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN, group=group)
+        reductions = self._reductions
+        if int(flag.item()):
+            assert synced is not None  # (this rank voted 1)
+            self._reductions = {k: v for k, v in reductions.items() if k not in kept}
+            try:
+                super()._sync_dist(dist_sync_fn, process_group)
+            finally:
+                self._reductions = reductions
+            for name in kept:
+                setattr(self, name, synced.values[name])
+            self._synced_real = synced
+            return
+        self._synced_real = None  # (a stale gathered copy is not kept through the gather)
+        super()._sync_dist(dist_sync_fn, process_group)
+        entry = _Synced(local, {name: getattr(self, name) for name in kept})
+        _SYNCED[key] = entry
+        self._synced_real = entry  # held by the metric: alive while the metric keeps these states
+
     def compute(self) -> Dict[str, Tensor]:
         """Every score of the accumulated sets. Each batch was checked by :meth:`update` (and each rank's
         by its own ``update`` before a sync), so :meth:`_compute` wraps the sets in a
@@ -316,6 +387,20 @@ class FeatureMetric(Metric):
     def plot(self, val: Optional[Any] = None, ax: Optional[Any] = None) -> Any:
         """Plot the scalar scores (one call) or their history (a list of ``compute()`` results)."""
         return self._plot(val, ax)
+
+
+class _Synced:
+    """Kept real-data states as they were on this rank (``local``, held so that their ids stay theirs) and
+    as gathered from every rank (``values``)."""
+
+    def __init__(self, local: Dict[str, Any], values: Dict[str, Any]) -> None:
+        self.local = {name: list(v) if isinstance(v, list) else v for name, v in local.items()}
+        self.values = values
+
+
+#: gathered kept states by (group, gather function, ids of the local tensors): members of a
+#: ``MetricCollection`` compute group share their states, and so one gathered copy
+_SYNCED: weakref.WeakValueDictionary[Tuple[Any, ...], _Synced] = weakref.WeakValueDictionary()
 
 
 class _Wrap(nn.Module):

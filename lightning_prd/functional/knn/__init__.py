@@ -33,7 +33,8 @@ float32 tiles; a cross tile with too many ambiguous pairs is recomputed in float
 
 Stages, each a module that calls only those listed before it:
 
-1. :mod:`.lists` - sorted candidate lists: top-k merge, padding, ties by index.
+1. :mod:`.lists` - sorted candidate lists: top-k merge, padding, ties by index;
+   :mod:`.collectives` - the device a collective on a process group must use (NCCL: this process's GPU).
 2. :mod:`.bounds` - rounding intervals of tile values (:class:`.bounds.Bound`) and of blocked sums.
 3. :mod:`.screen` - the bfloat16 screen rows and tile; :mod:`.shard` - DDP tile split.
 4. :mod:`.points` - point sets (centre, norms, screen rows), their bounds, the pass offset.

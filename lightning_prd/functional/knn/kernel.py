@@ -1,6 +1,7 @@
 r"""Gaussian kernel sums over the distance tiles: the reduction behind the kernel distances (CMMD).
 
-Stage: beside :mod:`.members` (imports only torch, ``torch.distributed``, :mod:`.bounds` and :mod:`.shard`); called by
+Stage: beside :mod:`.members` (imports only torch, ``torch.distributed``, :mod:`.bounds`, :mod:`.collectives`
+and :mod:`.shard`); called by
 :mod:`.self_pass` and :mod:`.cross` on each tile once its k-NN reductions are done (the tile is
 overwritten). :class:`KernelSum` accumulates, in float64,
 
@@ -48,6 +49,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lightning_prd.functional.knn.bounds import block_sums
+from lightning_prd.functional.knn.collectives import object_device_context
 from lightning_prd.functional.knn.shard import Shard
 
 #: Values summed in the tile dtype before the float64 sum (a float32 sum of 64 values has a
@@ -132,6 +134,7 @@ class KernelSum:
         values = self._values()
         if shard is not None:
             every: List[List[float]] = [[] for _ in range(shard.world)]
-            dist.all_gather_object(every, values, group=shard.group)
+            with object_device_context(shard.group, self.device):
+                dist.all_gather_object(every, values, group=shard.group)
             values = [v for part in every for v in part]
         self._total = torch.tensor(math.fsum(values), dtype=torch.float64, device=self.device)

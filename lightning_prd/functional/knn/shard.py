@@ -7,7 +7,9 @@ tile, rank ``r`` of ``W`` computes the tiles whose running number ``c`` has ``c 
 per-sample accumulators are then combined by all-reduce (any: max, counts: sum, minima:
 min, maxima: max) and running top-k lists by all-gather and merge; the exact refinement of
 the merged lists is split by rows and gathered. Every rank ends with the same, complete
-result (no rank-0-only collective).
+result (no rank-0-only collective). Every collective runs on the group's device
+(:func:`.collectives.to_group`: this process's GPU under NCCL, even for tensors on the CPU) and its
+result comes back on the device of the tensors given.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from lightning_prd.functional.knn.collectives import to_group
 from lightning_prd.functional.knn.lists import merge_topk
 
 
@@ -37,12 +40,14 @@ class Shard:
         return tile_number % self.world == self.rank
 
     def _reduce(self, t: Tensor, op: Any) -> Tensor:
+        """``t`` reduced over the ranks (in place when ``t`` is on the group's device)."""
         if t.dtype == torch.bool:
-            u = t.to(torch.uint8)
-            dist.all_reduce(u, op=op, group=self.group)
-            return u.bool()
-        dist.all_reduce(t, op=op, group=self.group)
-        return t
+            return self._reduce(t.to(torch.uint8), op).bool()
+        on_group = to_group(t, self.group)
+        dist.all_reduce(on_group, op=op, group=self.group)
+        if on_group is t:
+            return t
+        return t.copy_(on_group)
 
     def any(self, t: Tensor) -> Tensor:
         return self._reduce(t, dist.ReduceOp.MAX)
@@ -65,18 +70,20 @@ class Shard:
         """The ``n`` rows whose :meth:`row_share` each rank computed (``part``), on every rank."""
         if part.dtype == torch.bool:
             return self.gather_rows(part.to(torch.uint8), n).bool()
-        padded = pad_rows(part, -(-n // self.world))
+        padded = to_group(pad_rows(part, -(-n // self.world)), self.group)
         pieces = [torch.empty_like(padded) for _ in range(self.world)]
         dist.all_gather(pieces, padded, group=self.group)
-        return torch.cat(pieces)[:n]
+        return torch.cat(pieces)[:n].to(part.device)
 
     def merge_topk(self, vals: Tensor, idx: Tensor) -> Tuple[Tensor, Tensor]:
         """Merge every rank's running ``t`` smallest (values, indices) per row."""
-        all_v = [torch.empty_like(vals) for _ in range(self.world)]
-        all_i = [torch.empty_like(idx) for _ in range(self.world)]
-        dist.all_gather(all_v, vals.contiguous(), group=self.group)
-        dist.all_gather(all_i, idx.contiguous(), group=self.group)
-        return merge_topk(all_v, all_i, vals.shape[1])
+        home = vals.device
+        v, i = to_group(vals.contiguous(), self.group), to_group(idx.contiguous(), self.group)
+        all_v = [torch.empty_like(v) for _ in range(self.world)]
+        all_i = [torch.empty_like(i) for _ in range(self.world)]
+        dist.all_gather(all_v, v, group=self.group)
+        dist.all_gather(all_i, i, group=self.group)
+        return merge_topk([t.to(home) for t in all_v], [t.to(home) for t in all_i], vals.shape[1])
 
 
 def pad_rows(part: Tensor, size: int) -> Tensor:
