@@ -31,6 +31,7 @@ FULL: Dict[str, Any] = dict(
     autocast=(10000, 2048),
     images=512,
     side=256,
+    fd_dims=None,
     det=(5000, 256),
     det_kid=dict(subsets=10, subset_size=1000),
     timing=[(10000, 2048), (10000, 4096), (50000, 2048), (50000, 4096)],
@@ -38,6 +39,7 @@ FULL: Dict[str, Any] = dict(
     full_compute=(50000, 2048),
     fd_small=(1000, 2048),
     eigh=4096,
+    prd=True,
     memory_batches=(1024, 256),
     memory_compute=(50000, 4096),
     callback=dict(samples=4096, batch=256, side=32, epochs=2),
@@ -51,8 +53,9 @@ QUICK: Dict[str, Any] = dict(
     large_blocks=1 << 20,
     tile=256,
     autocast=(300, 16),
-    images=4,
+    images=2,
     side=64,
+    fd_dims=32,  # the FD of the first 32 feature dimensions: a CPU's eigh of 4,096^2 takes too long here
     det=(400, 16),
     det_kid=dict(subsets=4, subset_size=100),
     timing=[(1000, 64), (2000, 64)],
@@ -60,6 +63,7 @@ QUICK: Dict[str, Any] = dict(
     full_compute=(1000, 64),
     fd_small=(100, 256),
     eigh=256,
+    prd=dict(num_runs=2),  # PRD's k-means dominates a small compute: 2 clusterings instead of 10
     memory_batches=(16, 4),
     memory_compute=(1000, 64),
     callback=dict(samples=128, batch=32, side=16, epochs=2),
@@ -99,6 +103,13 @@ class Context:
     @property
     def sizes(self) -> Dict[str, Any]:
         return QUICK if self.quick else FULL
+
+    def training_metric(self, **options: Any):
+        """``GenerativeMetrics(preset="training", **options)`` on the run's device (``--quick``: PRD with fewer
+        clusterings)."""
+        from lightning_prd import GenerativeMetrics
+
+        return GenerativeMetrics(preset="training", prd=self.sizes["prd"], **options).to(self.device)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -61,8 +61,8 @@ def s7_extractor_precision(ctx: Context) -> Dict[str, Any]:
 
     n, side = ctx.sizes["images"], ctx.sizes["side"]
     first, second = uint8_images(n, side, 1), uint8_images(n, side, 2)
-    cpu_rows = min(n, 64)
-    out: Dict[str, Any] = {"images": n, "side": side, "cpu_rows": cpu_rows}
+    cpu_rows, dims = min(n, 64), ctx.sizes["fd_dims"]
+    out: Dict[str, Any] = {"images": n, "side": side, "cpu_rows": cpu_rows, "fd_dims": dims or "all"}
     for name, cls in _extractors().items():
         net = cls(random_init=True).eval()
         reference = None
@@ -80,7 +80,7 @@ def s7_extractor_precision(ctx: Context) -> Dict[str, Any]:
                 reference = a[:cpu_rows]
             runs[setting] = {
                 "max_rel_row_error_vs_cpu": _row_error(a[:cpu_rows], reference),
-                "fd": float(frechet_distance(a, b)),
+                "fd": float(frechet_distance(a[:, :dims], b[:, :dims])),
             }
         fd_ieee = runs["ieee"]["fd"]
         for values in runs.values():
@@ -135,13 +135,12 @@ def s7b_extractor_precision_option(ctx: Context) -> Dict[str, Any]:
 def deterministic_worker(ctx: Context) -> Dict[str, Any]:
     """One ``GenerativeMetrics(preset="training", kid=...)`` compute, twice, under deterministic algorithms (run
     in a process of its own: the switch is global); then with ``warn_only=True``, collecting the warned ops."""
-    from lightning_prd import GenerativeMetrics
 
     n, dim = ctx.sizes["det"]
     real, fake = (t.to(ctx.device) for t in gaussian_pair(n, dim))
 
     def run():
-        metric = GenerativeMetrics(preset="training", kid=dict(ctx.sizes["det_kid"])).to(ctx.device)
+        metric = ctx.training_metric(kid=dict(ctx.sizes["det_kid"]))
         metric.update(real, real=True)
         metric.update(fake, real=False)
         return metric.compute()

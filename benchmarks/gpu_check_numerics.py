@@ -135,11 +135,10 @@ def _blocked_oracle():
 
 def s2_oracle(ctx: Context) -> Dict[str, Any]:
     """``GenerativeMetrics(preset="training")`` on the device against the float64 NumPy oracle."""
-    from lightning_prd import GenerativeMetrics
 
     n, dim = ctx.sizes["oracle"]
     real, fake = gaussian_pair(n, dim)
-    metric = GenerativeMetrics(preset="training", realism=True).to(ctx.device)
+    metric = ctx.training_metric(realism=True)
     metric.update(real.to(ctx.device), real=True)
     metric.update(fake.to(ctx.device), real=False)
     seconds, got = timed(metric.compute, ctx.device)
@@ -275,7 +274,6 @@ def s3_device_vs_cpu(ctx: Context) -> Dict[str, Any]:
 
 def s4_sync_free(ctx: Context) -> Dict[str, Any]:
     """No host synchronisation inside the cross pass's tile loop; synchronising calls of one whole compute."""
-    from lightning_prd import GenerativeMetrics
     from lightning_prd.functional.knn import cross
 
     n, dim = ctx.sizes["pair"]
@@ -298,7 +296,7 @@ def s4_sync_free(ctx: Context) -> Dict[str, Any]:
             cross.tiling.tiles = real_tiles
             torch.cuda.set_sync_debug_mode(0)
         out["tile_loop"] = "no synchronising call under set_sync_debug_mode('error')"
-        metric = GenerativeMetrics(preset="training").to(ctx.device)
+        metric = ctx.training_metric()
         metric.update(real, real=True)
         metric.update(fake, real=False)
         with warnings.catch_warnings(record=True) as caught:
@@ -330,7 +328,7 @@ def s4_sync_free(ctx: Context) -> Dict[str, Any]:
         cross.tiling.tiles = real_tiles
     out["syncs_in_tile_loop"] = counts
     check(counts and all(c == 0 for c in counts), f"synchronising operators in the tile loop: {counts}")
-    metric = GenerativeMetrics(preset="training")
+    metric = ctx.training_metric()
     metric.update(real, real=True)
     metric.update(fake, real=False)
     whole = SyncCounter()
@@ -409,13 +407,12 @@ def s5_tf32_kept_out(ctx: Context) -> Dict[str, Any]:
 def s6_autocast(ctx: Context) -> Dict[str, Any]:
     """``compute()`` under autocast (float16, bfloat16): only PRD's keys may differ, everything finite; float16
     again with features x 30 (VGG-like norms)."""
-    from lightning_prd import GenerativeMetrics
 
     n, dim = ctx.sizes["autocast"]
     real, fake = (t.to(ctx.device) for t in gaussian_pair(n, dim, scale=(1.0, 1.1), shift=(0.0, 0.1)))
 
     def run(scale=1.0, dtype=None):
-        metric = GenerativeMetrics(preset="training").to(ctx.device)
+        metric = ctx.training_metric()
         metric.update(real * scale, real=True)
         metric.update(fake * scale, real=False)
         if dtype is None:

@@ -101,11 +101,10 @@ def stage_timers(device: torch.device, totals: Dict[str, float]):
 
 def s9b_compute_timing(ctx: Context) -> Dict[str, Any]:
     """One full ``GenerativeMetrics(preset="training")`` compute, its stages timed."""
-    from lightning_prd import GenerativeMetrics
 
     n, dim = ctx.sizes["full_compute"]
     real, fake = _device_features(n, dim, ctx.device)
-    metric = GenerativeMetrics(preset="training").to(ctx.device)
+    metric = ctx.training_metric()
     metric.update(real, real=True)
     metric.update(fake, real=False)
     totals: Dict[str, float] = {}
@@ -143,7 +142,6 @@ def s10_memory_fraction(ctx: Context) -> Dict[str, Any]:
     compute at 50k x 4,096: out of memory or the peak."""
     if not ctx.cuda:
         raise Skip("CUDA only: torch.cuda.set_per_process_memory_fraction")
-    from lightning_prd import GenerativeMetrics
     from lightning_prd.features import FIDInceptionFeatures, VGG16Features
 
     total = torch.cuda.get_device_properties(ctx.device).total_memory
@@ -172,7 +170,7 @@ def s10_memory_fraction(ctx: Context) -> Dict[str, Any]:
             del net
         n, dim = ctx.sizes["memory_compute"]
         real, fake = _device_features(n, dim, ctx.device)
-        metric = GenerativeMetrics(preset="training").to(ctx.device)
+        metric = ctx.training_metric()
         metric.update(real, real=True)
         metric.update(fake, real=False)
         out[f"compute_{n}x{dim}"] = attempt(metric.compute)
