@@ -133,3 +133,22 @@ class PointsData(pl.LightningDataModule):
     def train_dataloader(self):
         g = torch.Generator().manual_seed(self.seed + 1)
         return DataLoader(TensorDataset(self.points), batch_size=self.batch_size, shuffle=True, generator=g)
+
+
+class TanhImages(TinyTrainable):
+    """:class:`TinyTrainable` whose ``sample(n)`` gives ``n`` RGB images of ``size`` x ``size`` pixels in [-1, 1]
+    (a generator ending in ``tanh``, the DCGAN convention), from the global generator; ``steps`` counts the
+    training steps taken."""
+
+    size = 8
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def training_step(self, batch, batch_idx):
+        self.steps += 1
+        return super().training_step(batch, batch_idx)
+
+    def sample(self, n):
+        return torch.tanh(2 * torch.randn(n, 3, self.size, self.size))
