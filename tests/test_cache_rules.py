@@ -83,6 +83,20 @@ class Tiny(TinyTrainable):
         return FAKE[mine.start + start : mine.start + start + n]
 
 
+class AfterDryRun(pl.Callback):
+    """After the callback's dry run (``on_fit_start``, :mod:`lightning_prd.callback.dry_run`), which embeds the
+    first 2 real rows: that count checked and cleared, and the module's cursor back at ``FAKE``'s start, so what
+    follows counts the real side's own extractor calls and samples ``FAKE`` as a fit without the dry run would."""
+
+    def __init__(self, extractor):
+        self.extractor = extractor
+
+    def on_fit_start(self, trainer, pl_module):
+        assert self.extractor.real_rows == 2, self.extractor.real_rows
+        self.extractor.real_rows = 0
+        pl_module.cursor = 0
+
+
 def _callback(extractor, cache_dir, real=REAL):
     return PRDCallback(
         real, feature_extractor=extractor, num_samples=len(FAKE), batch_size=16, cache_dir=cache_dir, log_curves=False
@@ -98,7 +112,7 @@ def fit(extractor, cache_dir=None, real=REAL):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[cb],
+        callbacks=[cb, AfterDryRun(extractor)],
     )
     trainer.fit(Tiny())
     return cb.history[0], extractor.real_rows, cb
@@ -416,7 +430,7 @@ def _ddp_fit(cache_dir, out):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[cb, DumpRank(cb, out)],
+        callbacks=[cb, AfterDryRun(cb.feature_extractor), DumpRank(cb, out)],
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

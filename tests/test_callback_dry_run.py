@@ -5,6 +5,7 @@ real ``Trainer`` fit, and the dry run changes nothing the training sees."""
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_prd.callback import PRDCallback
 from lightning_prd.callback.dry_run import dry_run
@@ -90,10 +91,14 @@ def test_a_width_other_than_the_real_samples_features_is_refused(tmp_path):
     assert "but got 3" in message
 
 
-def test_real_images_outside_0_1_are_refused_naming_real(tmp_path):
-    cb = _callback(real=torch.rand(16, 3, 8, 8) * 2 - 1, image_range=(-1, 1))
+@pytest.mark.parametrize("form", ["tensor", "loader"])
+def test_real_images_outside_0_1_are_refused_naming_real(tmp_path, form):
+    images = torch.rand(16, 3, 8, 8) * 2 - 1  # a dataset normalised to [-1, 1]
+    real = images if form == "tensor" else DataLoader(TensorDataset(images, torch.zeros(16)), batch_size=8)
+    cb = _callback(real=real, image_range=(-1, 1))
     message = _refused(tmp_path, cb, TanhImages())
     assert message.startswith("Expected the real samples of argument `real` to hold floating images in [0, 1]")
+    assert "give real images as uint8 0..255 or floats in [0, 1]" in message
 
 
 def test_a_dtype_the_extractor_does_not_take_is_refused(tmp_path):

@@ -45,6 +45,7 @@ from lightning_prd.callback.rng import REAL_STREAM, fixed_rng, preserved_rng, st
 from lightning_prd.callback.schedule import fitting
 from lightning_prd.callback.sharding import rank_shard
 from lightning_prd.callback.sources import RENAMED, fake_role, generator_name
+from lightning_prd.features.base import first_tensor
 from lightning_prd.functional.engine.inputs import as_features
 
 #: generated samples (and real rows) the dry run embeds
@@ -115,19 +116,23 @@ def _check_taken(x: Tensor, extractor: Any, who: str, generated: bool, image_ran
 
 def _probe_real(cb: Any, device: torch.device) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     """The first :data:`PROBE` real rows (samples or a file's features) and their features; ``(None, None)``
-    for a statistics file or an empty real set."""
+    for a statistics file or an empty real set. A DataLoader's first batch is read as it comes (no sampler
+    is consulted: every rank checks the same rows)."""
     source = cb._source
+    first: Optional[Tensor]
     if source.kind == "statistics":
         return None, None
     if source.kind == "images":
         size = getattr(cb.feature_extractor, "input_size", None)
-        chunks = image_chunks(source.rows[:PROBE], PROBE, PROBE, 0, 1, size, source.path)
-    else:
-        chunks = cb._real_chunks(0, 1)
-    first = next(iter(chunks), None)
-    if first is None:
+        first = next(iter(image_chunks(source.rows[:PROBE], PROBE, PROBE, 0, 1, size, source.path)), None)
+    elif isinstance(source.rows, Tensor):
+        first = source.rows[:PROBE]
+    else:  # a DataLoader (any iterable of batches), a datamodule's included
+        batch = next(iter(source.rows), None)
+        first = None if batch is None else first_tensor(batch, "argument `real`")
+    if first is None or not first.shape[0]:
         return None, None
-    rows = first[:PROBE]
+    rows = first[:PROBE].contiguous()
     if not source.embedded:
         return rows, rows.to(device)
     _check_taken(rows, cb.feature_extractor, "the real samples of argument `real`", False, None)
