@@ -140,10 +140,11 @@ def _probe_real(cb: Any, device: torch.device) -> Tuple[Optional[Tensor], Option
 
 
 def _features(feats: Tensor, who: str) -> Tensor:
+    """``feats`` checked as the metric checks features (floating, finite, ``[n, D]``); errors say ``who`` made them."""
     try:
         return as_features(feats, "features")
     except (TypeError, ValueError) as err:
-        raise type(err)(f"{err} (the features of {who})") from None
+        raise type(err)(f"{err} (in the features {who})") from None
 
 
 def _compare(fake: Tensor, real: Tensor, name: str, cb: Any) -> None:
@@ -195,12 +196,13 @@ def dry_run(cb: Any, trainer: Any, pl_module: Any) -> None:
                 samples, _ = cb._draw(pl_module, n)
             if extractor is not None:
                 _check_taken(samples, extractor, f"the generated samples of `{name}`", True, cb.image_range)
-            fake = _features(cb._features(samples, device, role=fake_role(name)), f"the generated samples of `{name}`")
+            made = "`feature_extractor` computed from" if extractor is not None else "of"
+            fake = _features(cb._features(samples, device, role=fake_role(name)), f"{made} {fake_role(name)}")
             cb._check_file_width(fake, name)
             with fixed_rng(stream_seed(cb.seed + rank, REAL_STREAM), device):
                 _, real = _probe_real(cb, device)
             if real is not None:
-                _compare(fake, _features(real, "argument `real`"), name, cb)
+                _compare(fake, _features(real, "of argument `real`"), name, cb)
     except RENAMED as err:
         raise _one_line(err, n) from err
     finally:
