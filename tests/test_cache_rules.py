@@ -30,7 +30,7 @@ from lightning_prd.callback.sharding import real_chunks
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable, extractor_identity
 
 from ddp_utils import run_ddp
-from tiny_modules import TinyTrainable
+from tiny_modules import AfterDryRun, TinyTrainable
 
 REAL = torch.randn(61, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 0.8 * torch.randn(45, 3, generator=torch.Generator().manual_seed(1)) + 0.2
@@ -81,20 +81,6 @@ class Tiny(TinyTrainable):
         start = getattr(self, "cursor", 0)
         self.cursor = (start + n) % len(mine)
         return FAKE[mine.start + start : mine.start + start + n]
-
-
-class AfterDryRun(pl.Callback):
-    """After the callback's dry run (``on_fit_start``, :mod:`lightning_prd.callback.dry_run`), which embeds the
-    first 2 real rows: that count checked and cleared, and the module's cursor back at ``FAKE``'s start, so what
-    follows counts the real side's own extractor calls and samples ``FAKE`` as a fit without the dry run would."""
-
-    def __init__(self, extractor):
-        self.extractor = extractor
-
-    def on_fit_start(self, trainer, pl_module):
-        assert self.extractor.real_rows == 2, self.extractor.real_rows
-        self.extractor.real_rows = 0
-        pl_module.cursor = 0
 
 
 def _callback(extractor, cache_dir, real=REAL):
