@@ -31,7 +31,7 @@ from lightning_prd.callback.sharding import real_chunks
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable, extractor_identity
 
 from ddp_utils import run_ddp
-from tiny_modules import TinyTrainable
+from tiny_modules import AfterDryRun, TinyTrainable
 
 REAL = torch.randn(61, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 0.8 * torch.randn(45, 3, generator=torch.Generator().manual_seed(1)) + 0.2
@@ -99,7 +99,7 @@ def fit(extractor, cache_dir=None, real=REAL):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[cb],
+        callbacks=[cb, AfterDryRun(extractor)],
     )
     trainer.fit(Tiny())
     return cb.history[0], extractor.real_rows, cb
@@ -417,7 +417,7 @@ def _ddp_fit(cache_dir, out):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[cb, DumpRank(cb, out)],
+        callbacks=[cb, AfterDryRun(cb.feature_extractor), DumpRank(cb, out)],
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -118,7 +118,7 @@ def test_runs_after_validation_never_in_sanity_check(tmp_path):
     cb = PRDCallback(REAL, num_samples=64, batch_size=64)
     fit(tmp_path, cb, module, max_epochs=2)
     assert [h["epoch"] for h in cb.history] == [0, 1]
-    assert [call[0] for call in module.sampled_in] == ["on_validation_epoch_end"] * 2
+    assert [call[0] for call in module.sampled_in] == ["on_fit_start"] + ["on_validation_epoch_end"] * 2  # dry run
     assert not any(call[3] for call in module.sampled_in)  # never while sanity checking
     real_rows = sum(int(t.shape[0]) for t in cb.metric.real_features)
     assert real_rows == len(REAL)  # real features extracted once, not once per evaluation
@@ -127,7 +127,7 @@ def test_runs_after_validation_never_in_sanity_check(tmp_path):
 def test_runs_at_train_epoch_end_without_validation(tmp_path):
     module = Tiny()
     fit(tmp_path, PRDCallback(REAL, num_samples=64, batch_size=64), module, max_epochs=2)
-    assert [call[0] for call in module.sampled_in] == ["on_train_epoch_end"] * 2
+    assert [call[0] for call in module.sampled_in] == ["on_fit_start"] + ["on_train_epoch_end"] * 2  # dry run
 
 
 class Probe(Callback):
@@ -171,6 +171,8 @@ def test_fixed_noise_every_epoch_and_seed_changes_it(tmp_path):
 
     fit(tmp_path, PRDCallback(REAL, sample_fn=sample_fn, num_samples=32), max_epochs=2)
     fit(tmp_path, PRDCallback(REAL, sample_fn=sample_fn, num_samples=32, seed=1), max_epochs=1)
+    draws = [d for d in draws if len(d) == 32]  # the dry run's 2 samples before each fit left out
+    assert len(draws) == 3
     assert torch.equal(draws[0], draws[1])
     assert not torch.equal(draws[0], draws[2])
 
@@ -188,7 +190,7 @@ def test_dataloader_real_num_real_and_feature_extractor(tmp_path):
     real = torch.cat(list(cb.metric.real_features))
     assert real.shape == (120, 1)
     assert torch.equal(real, REAL[:120, :1] * 2)
-    assert seen == [50, 50, 20, 40, 40]  # real once (3 batches), then 40 fake per epoch
+    assert seen == [2, 2, 50, 50, 20, 40, 40]  # the dry run (2 fake, 2 real), real once (3 batches), 40 fake per epoch
 
 
 def test_metric_that_resets_real_features_reextracts_them(tmp_path):
@@ -201,7 +203,7 @@ def test_metric_that_resets_real_features_reextracts_them(tmp_path):
     metric = GenerativeMetrics(reset_real_features=True)
     cb = PRDCallback(REAL, metric=metric, feature_extractor=extractor, num_samples=64, batch_size=256)
     fit(tmp_path, cb, max_epochs=2)
-    assert calls == [256, 64, 256, 64]
+    assert calls == [2, 2, 256, 64, 256, 64]  # the dry run's 2 fake and 2 real rows first
     assert len(cb.history) == 2
 
 
@@ -255,7 +257,7 @@ def test_bad_arguments_raise(kwargs, error, match):
 
 def test_bad_sample_fn_output(tmp_path):
     cb = PRDCallback(REAL, sample_fn=lambda m, n: torch.randn(n + 1, 2), num_samples=8)
-    with pytest.raises(ValueError, match="sample_fn.*8 samples"):
+    with pytest.raises(ValueError, match="sample_fn.*2 samples.* before the first training step"):
         fit(tmp_path, cb, max_epochs=1)
 
 
@@ -281,7 +283,7 @@ def test_resume_keeps_history_and_does_not_relog(tmp_path):
     t.fit(module, ckpt_path=ckpt.last_model_path)
     assert [h["epoch"] for h in second.history] == [0, 1, 2, 3]
     assert second.history[:2] == saved["history"]
-    assert len(module.sampled_in) == 2  # epochs 2 and 3 only
+    assert [c[0] for c in module.sampled_in] == ["on_fit_start"] + ["on_train_epoch_end"] * 2  # epochs 2, 3 only
     with open(f"{logger.log_dir}/metrics.csv") as fh:
         epochs = [int(r["epoch"]) for r in csv.DictReader(fh) if r.get("prd/coverage")]
     assert epochs == [2, 3]

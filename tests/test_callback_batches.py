@@ -167,7 +167,7 @@ class Dump(pl.Callback):
 
 
 class Recording(GaussianSampler):
-    """Keeps what it draws (one evaluation per fit here); on rank ``oom_rank``, more than 8 samples run out
+    """Keeps what it draws for the evaluation (one per fit here); on rank ``oom_rank``, more than 8 samples run out
     of memory."""
 
     def __init__(self, oom_rank=None):
@@ -178,7 +178,8 @@ class Recording(GaussianSampler):
         if self.trainer.global_rank == self.oom_rank and n > 8:
             raise torch.OutOfMemoryError(f"stand-in: {n} samples")
         x = super().sample(n)
-        self.drawn = getattr(self, "drawn", []) + [x]
+        if self._current_fx_name != "on_fit_start":  # not the callback's dry run before training
+            self.drawn = getattr(self, "drawn", []) + [x]
         return x
 
 

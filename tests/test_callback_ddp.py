@@ -34,6 +34,8 @@ def sample_fn(pl_module, n):
     """This rank's block of rows of the fixed table, scaled by an epoch-dependent factor."""
     trainer = pl_module.trainer
     idx = list(rows_of(N_FAKE, N_FAKE, trainer.global_rank, trainer.world_size))  # one global batch
+    if pl_module._current_fx_name == "on_fit_start" and n == 2:  # the callback's dry run before training
+        idx = [0, 1]
     if n != len(idx):
         raise RuntimeError(f"rank {trainer.global_rank} asked for {n} samples, its shard has {len(idx)}")
     return FAKE[idx] * (0.5 + 0.5 * trainer.current_epoch)

@@ -92,8 +92,15 @@ def _cb(every_n_epochs=1, **kw):
     return PRDCallback(REAL, num_samples=32, every_n_epochs=every_n_epochs, metric=METRIC, **kw)
 
 
+def _evaluations(module):
+    """The ``sample`` calls of the evaluations: the first call of a fit is the dry run, in ``on_fit_start`` at
+    step 0 (:mod:`lightning_prd.callback.dry_run`)."""
+    assert module.calls[0] == ("on_fit_start", 0, 0, False), module.calls[:1]
+    return module.calls[1:]
+
+
 def _scored(module):
-    return [(hook, epoch) for hook, epoch, _, _ in module.calls]
+    return [(hook, epoch) for hook, epoch, _, _ in _evaluations(module)]
 
 
 # (case id, module class, trainer options, every_n_epochs, validation runs (epoch, global step),
@@ -168,7 +175,7 @@ def test_every_due_epoch_scored_once_at_the_right_hook(tmp_path, case, cls, opts
     _, probe = _fit(tmp_path, module, cb, **opts)
     assert [(e, s) for e, s, sanity in probe.runs if not sanity] == val_runs  # the premise: Lightning's schedule
     assert _scored(module) == expected
-    assert not any(sanity for *_, sanity in module.calls)
+    assert not any(sanity for *_, sanity in _evaluations(module))
     due = [e for e in range(opts.get("max_epochs", 6)) if (e + 1) % every_n == 0]
     assert [h["epoch"] for h in cb.history] == due  # max_epochs is a multiple: no final evaluation
     assert not any(h.get("final") for h in cb.history)
@@ -303,7 +310,7 @@ def test_final_weights_scored_once(tmp_path, case, cls, opts, every_n, extra, ex
     trainer, _ = _fit(tmp_path, module, cb, callbacks=[make() for make in extra], **opts)
     # the epoch logged is the last epoch reached (at on_train_end, trainer.current_epoch is one past it)
     assert [(hook, h["epoch"], bool(h.get("final"))) for (hook, _), h in zip(_scored(module), cb.history)] == expected
-    assert len(module.calls) == len(cb.history)
+    assert len(_evaluations(module)) == len(cb.history)
     assert module.calls[-1][2] == trainer.global_step  # the last evaluation saw the final weights
     assert float(trainer.callback_metrics["prd/coverage"]) == cb.history[-1]["coverage"]
 
@@ -318,8 +325,9 @@ def test_max_time_scores_the_final_weights(tmp_path):
     module, cb = Slow(), _cb(50)
     trainer, _ = _fit(tmp_path, module, cb, max_epochs=50, max_time={"seconds": 1})
     assert trainer.current_epoch < 49  # stopped by the timer
-    assert len(module.calls) == 1 and module.calls[0][0] in (TRAIN_END, FIT_END)
-    assert cb.history[0]["final"] is True and module.calls[0][2] == trainer.global_step
+    (call,) = _evaluations(module)
+    assert call[0] in (TRAIN_END, FIT_END)
+    assert cb.history[0]["final"] is True and call[2] == trainer.global_step
 
 
 def test_final_evaluation_can_be_turned_off(tmp_path):

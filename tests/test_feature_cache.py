@@ -20,7 +20,7 @@ from lightning_prd.callback.batches import rows_of
 from lightning_prd.features.cache import RealFeatureCache, extractor_identity
 
 from ddp_utils import run_ddp
-from tiny_modules import TinyTrainable
+from tiny_modules import AfterDryRun, TinyTrainable
 
 REAL = torch.randn(70, 3, generator=torch.Generator().manual_seed(0))
 FAKE = 0.8 * torch.randn(50, 3, generator=torch.Generator().manual_seed(1)) + 0.2
@@ -85,7 +85,7 @@ def fit(real=REAL, extractor=None, cache_dir=None, **options):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[cb],
+        callbacks=[cb, AfterDryRun(extractor)],
     )
     trainer.fit(Tiny())
     return cb.history[0], extractor.real_rows, cb
@@ -314,7 +314,7 @@ def test_callback_under_ddp_reads_its_own_cache(tmp_path):
             enable_checkpointing=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            callbacks=[cb, DumpRank(cb, out)],
+            callbacks=[cb, AfterDryRun(cb), DumpRank(cb, out)],
         )
         trainer.fit(Tiny())
         for rank in (0, 1):

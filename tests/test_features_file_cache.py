@@ -22,7 +22,7 @@ from lightning_prd.callback import PRDCallback
 from lightning_prd.cli import main
 from lightning_prd.features import RandomConvNet, RealFeatureCache, read_reference, registry, write_features
 
-from tiny_modules import GaussianSampler, quiet_trainer
+from tiny_modules import AfterDryRun, GaussianSampler, quiet_trainer
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*",
@@ -120,7 +120,7 @@ def _fit(tmp_path, folder, extractor, cache_dir=None):
         cache_dir=cache_dir,
         log_curves=False,
     )
-    quiet_trainer(tmp_path, [cb]).fit(FloatImages())
+    quiet_trainer(tmp_path, [cb, AfterDryRun(cb, "_real_rows")]).fit(FloatImages())
     return cb
 
 

@@ -133,3 +133,39 @@ class PointsData(pl.LightningDataModule):
     def train_dataloader(self):
         g = torch.Generator().manual_seed(self.seed + 1)
         return DataLoader(TensorDataset(self.points), batch_size=self.batch_size, shuffle=True, generator=g)
+
+
+class TanhImages(TinyTrainable):
+    """:class:`TinyTrainable` whose ``sample(n)`` gives ``n`` RGB images of ``size`` x ``size`` pixels in [-1, 1]
+    (a generator ending in ``tanh``, the DCGAN convention), from the global generator; ``steps`` counts the
+    training steps taken."""
+
+    size = 8
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def training_step(self, batch, batch_idx):
+        self.steps += 1
+        return super().training_step(batch, batch_idx)
+
+    def sample(self, n):
+        return torch.tanh(2 * torch.randn(n, 3, self.size, self.size))
+
+
+class AfterDryRun(pl.Callback):
+    """After the callback's dry run (``on_fit_start``, :mod:`lightning_prd.callback.dry_run`), which embeds the
+    first 2 real rows: the extractor's count of the real rows it embedded (attribute ``attr`` of ``of``, or of
+    ``of.feature_extractor`` when ``of`` is the callback) checked to be at most those 2 and cleared, and the
+    module's ``cursor`` back at 0, so what follows counts the real side's own extractor calls and a module drawing
+    from a fixed table with a cursor samples it as a fit without the dry run would."""
+
+    def __init__(self, of, attr="real_rows", rows=2):
+        self.of, self.attr, self.rows = of, attr, rows
+
+    def on_fit_start(self, trainer, pl_module):
+        extractor = getattr(self.of, "feature_extractor", self.of)
+        assert getattr(extractor, self.attr, 0) <= self.rows, getattr(extractor, self.attr)
+        setattr(extractor, self.attr, 0)
+        pl_module.cursor = 0

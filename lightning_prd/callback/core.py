@@ -28,6 +28,7 @@ from lightning_prd.callback.batches import (
     retry_halving,
 )
 from lightning_prd.callback.closest_pairs import gather_pairs, pair_grid
+from lightning_prd.callback.dry_run import check_image_range, dry_run, to_unit_range
 from lightning_prd.callback.labels import check_class_names
 from lightning_prd.callback.options import build_metric, check_bool, is_scalar, resolve_sample_fn
 from lightning_prd.callback.protocol import counts, metric_with, resolve, run_fingerprint, total_rows, warn_if_changed
@@ -94,8 +95,11 @@ class PRDCallbackCore(RealSide):
         protocol: Union[None, str, Protocol] = None,
         weights: Union[None, str, os.PathLike[str]] = None,
         verbose: bool = True,
+        image_range: Optional[Tuple[float, float]] = None,
     ) -> None:
         self.sample_fn = resolve_sample_fn(sample_fn)
+        #: the range of the generated floating-point images, mapped to [0, 1] (:mod:`~lightning_prd.callback.dry_run`)
+        self.image_range = check_image_range(image_range)
         #: the named protocol (:mod:`lightning_prd.protocols`), or None
         self.protocol: Optional[Protocol]
         self.protocol, self.feature_extractor, self._extractor_name = resolve(protocol, weights, feature_extractor)
@@ -178,6 +182,9 @@ class PRDCallbackCore(RealSide):
             if getattr(trainer, "ckpt_path", None) is None:  # a fresh fit; a resume reloads the state
                 self.history, self.prd_curves, self._scored_step = [], [], None
             hold_sessions(trainer.loggers)  # before the trainer logs the hyperparameters
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        dry_run(self, trainer, pl_module)  # before the first training step (:mod:`~lightning_prd.callback.dry_run`)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":
@@ -363,16 +370,18 @@ class PRDCallbackCore(RealSide):
 
     # ------------------------------------------------------------------ samples and features
     def _draw(self, pl_module: Any, n: int) -> Tuple[Tensor, Optional[Tensor]]:
-        """``n`` generated samples, checked (:func:`~lightning_prd.callback.sources.draw`), and their class
-        labels for a per-class metric (:func:`~lightning_prd.callback.sources.draw_labelled`), else ``None``."""
+        """``n`` generated samples, checked (:func:`~lightning_prd.callback.sources.draw`) and mapped from
+        ``image_range`` (:func:`~lightning_prd.callback.dry_run.to_unit_range`), and their class labels for a
+        per-class metric (:func:`~lightning_prd.callback.sources.draw_labelled`), else ``None``."""
         fn, name = self.sample_fn, generator_name(self.sample_fn, pl_module)
 
         def generate() -> Any:
             return fn(pl_module, n) if fn is not None else pl_module.sample(n)
 
         if self.labelled:
-            return draw_labelled(generate, name, n)
-        return draw(generate, name, n), None
+            samples, labels = draw_labelled(generate, name, n)
+            return to_unit_range(samples, self.image_range, name), labels
+        return to_unit_range(draw(generate, name, n), self.image_range, name), None
 
     def _generated(
         self, pl_module: Any, device: torch.device, rank: int, world: int, name: str

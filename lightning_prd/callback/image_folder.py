@@ -30,7 +30,8 @@ def require_pillow(folder: str, name: str = "real") -> None:
         ) from err
 
 
-def _unreadable(path: Path, err: Exception, name: str = "real") -> ValueError:
+def unreadable_image(path: Path, err: Exception, name: str = "real") -> ValueError:
+    """The one-line error of an image file of argument ``name`` that cannot be read, naming the file."""
     reason = str(err).splitlines()[0] if str(err) else type(err).__name__
     return ValueError(f"Expected argument `{name}` to be a folder of readable images, but {path}: {reason}")
 
@@ -58,6 +59,6 @@ def image_chunks(
         files[mine.start : mine.stop],
         batch_size,
         size,
-        unreadable=lambda path, err: _unreadable(path, err, name),
+        unreadable=lambda path, err: unreadable_image(path, err, name),
         mixed=mixed,
     )

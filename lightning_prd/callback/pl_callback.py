@@ -194,6 +194,16 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             density 0.930 · coverage 0.810 · frechet_distance 12.3 · 4.2 s``
             (:mod:`~lightning_prd.callback.report`). ``verbose=False`` (``verbose: false`` in a LightningCLI
             config) prints nothing.
+        image_range: ``(low, high)``, the range of the generated floating-point images, mapped with
+            ``(x - low) / (high - low)`` to the ``[0, 1]`` the image extractors take before the extractor (and
+            the sample grids) see them: ``image_range=(-1, 1)`` for a generator ending in ``tanh`` (the DCGAN
+            convention). Generated values outside it raise ``ValueError`` naming ``sample_fn``. uint8 samples
+            and the real set are taken as they are. Default None: as they are (uint8 0..255, floats 0..1).
+
+    **Before training** (:mod:`~lightning_prd.callback.dry_run`): in ``on_fit_start`` the callback embeds two
+    generated samples and the real set's first two rows, in eval mode under ``no_grad`` with the RNG restored,
+    and refuses in one line what would fail at the first evaluation: images outside the extractor's range
+    (the message names ``image_range``), a width other than the real features', a dtype, a device.
 
     **In a LightningCLI config** every argument takes a plain YAML value: ``real`` a path or
     ``datamodule:<split>``, ``sample_fn`` an import path, ``feature_extractor`` a name or a mapping,

@@ -10,7 +10,10 @@ value of none of the forms below:
 * ``"datamodule:train"`` (``val``, ``test``, ``predict``): in ``setup``, ``trainer.datamodule.<split>_dataloader()``
   read in index order (:func:`in_order`), then as a DataLoader;
 * a folder: its PNG/JPEG images (:mod:`~lightning_prd.callback.image_folder`), embedded; needs a
-  ``feature_extractor``;
+  ``feature_extractor``; every file's header is read here (no pixel decoded:
+  :func:`~lightning_prd.features.image_folder.check_headers`), so a file that is no image, or declares more
+  pixels than Pillow's decompression-bomb limit, is refused at construction; one damaged past its header is
+  named when it is read;
 * a file, read by :func:`~lightning_prd.features.reference_files.read_reference` (recognised by its
   content): per-sample features are used **as they are**, never passed through ``feature_extractor``;
   guided-diffusion's images are embedded; a file of statistics only (``mu``/``sigma``) serves the
@@ -35,11 +38,11 @@ from typing import Any, Iterable, List, Mapping, Optional
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from lightning_prd.callback.image_folder import require_pillow
+from lightning_prd.callback.image_folder import require_pillow, unreadable_image
 from lightning_prd.callback.options import check_real
 from lightning_prd.callback.sources import RENAMED, renamed
 from lightning_prd.features import registry
-from lightning_prd.features.image_folder import image_files
+from lightning_prd.features.image_folder import check_headers, image_files
 from lightning_prd.features.reference_files import EDM2_DETECTORS, ReferenceFileError, ReferenceSet, read_reference
 from lightning_prd.functional.engine.inputs import same_features
 
@@ -105,6 +108,7 @@ def _from_path(text: str, has_extractor: bool, extractor_name: Optional[str] = N
             raise ValueError(f"Expected argument `{name}` to be a folder of PNG/JPEG images, but {text} holds none")
         _need_extractor(has_extractor, f"{text} (an image folder of {len(files):,} images)", name)
         require_pillow(text, name)
+        check_headers(files, lambda file, err: unreadable_image(file, err, name))  # headers only: no pixel decoded
         return RealSource("images", files, path=text)
     try:
         ref = read_reference(path, name=name)
