@@ -182,6 +182,12 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             density 0.930 · coverage 0.810 · frechet_distance 12.3 · 4.2 s``
             (:mod:`~lightning_prd.callback.report`). ``verbose=False`` (``verbose: false`` in a LightningCLI
             config) prints nothing.
+        extractor_precision: the precision ``feature_extractor`` runs in (:mod:`lightning_prd.features.precision`):
+            ``"ieee"`` (default) runs it without autocast and with IEEE float32 matmuls and convolutions (cuDNN
+            and cuBLAS TF32 off, oneDNN likewise), whatever the training set, the caller's settings restored
+            after: the features are the reference tools'. ``"fast"`` keeps the caller's TF32 and autocast
+            settings: faster on GPUs, features not bit-comparable with the references'. The precision used is
+            in the fingerprint (``extractor_precision``) and the ``cache_dir`` key.
 
     **In a LightningCLI config** every argument takes a plain YAML value: ``real`` a path or
     ``datamodule:<split>``, ``sample_fn`` an import path, ``feature_extractor`` a name or a mapping,

@@ -51,6 +51,7 @@ class RealSide:
     batch_size: int
     log_images: bool
     cache: Optional[RealFeatureCache]
+    extractor_precision: str
     _extractor_name: Optional[str]
     _real_ready: bool
     _source: RealSource
@@ -251,6 +252,7 @@ class RealSide:
             world=world,
             device=device,
             chunk_rows=self.batch_size,
+            extractor_precision=self.extractor_precision,
         )
         return relabel(feats, seen) if self.labelled else ((f, None) for f in feats)
 
@@ -259,7 +261,7 @@ class RealSide:
         x = x.to(device)
         if self.feature_extractor is None:
             return x.reshape(x.shape[0], -1) if x.ndim != 2 else x
-        return extract(self.feature_extractor, x, role)
+        return extract(self.feature_extractor, x, role, self.extractor_precision)
 
     def _clear_real(self) -> None:
         """Drop cached real (and test) features (a new fit may shard the real set differently)."""

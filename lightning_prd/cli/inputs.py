@@ -299,7 +299,16 @@ def load_set(
             _image_batches(kept, args.batch_size, getattr(extractor, "input_size", None), path, flag), len(kept)
         )
         feats, extras = split_outputs(
-            _extract(extractor, batches, flag, path_text, device=device, progress=progress, desc=f"{flag[2:]} images"),
+            _extract(
+                extractor,
+                batches,
+                flag,
+                path_text,
+                device=device,
+                progress=progress,
+                desc=f"{flag[2:]} images",
+                extractor_precision=precision_of(args),
+            ),
             flag,
             path_text,
         )
@@ -340,6 +349,7 @@ def load_set(
                 device=device,
                 progress=progress,
                 desc=flag[2:],
+                extractor_precision=precision_of(args),
             ),
             flag,
             where,
@@ -360,6 +370,11 @@ def load_set(
         picked=array.picked,
         extras=extras,
     )
+
+
+def precision_of(args: argparse.Namespace) -> str:
+    """The ``--extractor-precision`` of a command (``"ieee"`` for a command without the option)."""
+    return str(getattr(args, "extractor_precision", "ieee"))
 
 
 def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> Any:

@@ -10,9 +10,11 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
+from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, check_extractor_precision, precision_context
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
 
@@ -61,6 +63,10 @@ class FeatureMetric(Metric):
             ranks (each computes 1/W of the k-NN and kernel distance tiles, of KID's subsets and
             of TopP&R's kernel density tiles) and combine the results, instead of every rank
             computing everything. Every rank still gets the full result.
+        extractor_precision: the precision ``feature_extractor`` runs in (:mod:`lightning_prd.features.precision`):
+            ``"ieee"`` (default: no autocast, no gradients, IEEE float32 matmuls and convolutions, whatever the
+            caller set, e.g. a ``bf16-mixed`` validation step) or ``"fast"`` (the caller's TF32 and autocast
+            settings; faster on GPUs, features not bit-comparable with the reference tools').
         kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the
             uneven-rank gather above).
     """
@@ -80,6 +86,7 @@ class FeatureMetric(Metric):
         block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
         dtype: Optional[torch.dtype] = None,
         split_work: bool = True,
+        extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("dist_sync_fn", gather_features)
@@ -104,6 +111,7 @@ class FeatureMetric(Metric):
         if not isinstance(split_work, bool):
             raise ValueError(f"Expected argument `split_work` to be a bool, but got {split_work!r}")
         self.split_work = split_work
+        self.extractor_precision = check_extractor_precision(extractor_precision)
         self._real_cache: Optional[RealSide] = None
         self._roles: Tuple[str, ...] = ("real", "fake")
         self._labels_on = False
@@ -192,7 +200,11 @@ class FeatureMetric(Metric):
         must not add the batch to the others' lists.
         """
         which = self._role_of(real, role)
-        out = self.feature_extractor(features)
+        if type(self.feature_extractor) is nn.Identity:  # no extractor: nothing is computed
+            out = features
+        else:
+            with precision_context(self.extractor_precision):
+                out = self.feature_extractor(features)
         feats = as_features(out, "features", allow_empty=True).detach()
         lab = self._check_labels(labels, feats.shape[0], feats.device, which)
         first = self._first_accumulated()
@@ -269,8 +281,11 @@ class FeatureMetric(Metric):
     def compute(self) -> Dict[str, Tensor]:
         """Every score of the accumulated sets. Each batch was checked by :meth:`update` (and each rank's
         by its own ``update`` before a sync), so :meth:`_compute` wraps the sets in a
-        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again."""
-        return self._compute(self._features("real"), self._features("fake"))
+        :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again.
+        The scores are computed in IEEE float32 outside autocast
+        (:func:`~lightning_prd.functional.engine.precision.score_precision`)."""
+        with score_precision():
+            return self._compute(self._features("real"), self._features("fake"))
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         raise NotImplementedError
