@@ -15,6 +15,7 @@ import contextlib
 
 import numpy as np
 import pytest
+import pytorch_lightning as pl
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -32,6 +33,8 @@ from lightning_prd.functional.engine import kmeans as _kmeans
 from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import ieee_float32, tiling
 from lightning_prd.functional.knn.points import prepare
+
+from tiny_modules import QUIET, GaussianSampler, ScriptedScores
 
 
 def _reset():
@@ -393,3 +396,22 @@ def test_running_sums_equal_torchs_cpu_cumsum():
     x = torch.rand(7, 5000, generator=g, dtype=torch.float64) * torch.rand(7, 5000, generator=g, dtype=torch.float64)
     assert torch.equal(_kmeans.running_sums(x), x.cumsum(1))
     assert torch.equal(_kmeans.running_sums(x.float()), x.float().double().cumsum(1))
+
+
+@pytest.mark.parametrize("precision", ["ieee", "fast"])
+def test_the_callbacks_fingerprint_records_the_precision_its_extractor_ran_in(precision):
+    torch.set_float32_matmul_precision("medium")  # the training run's setting
+    extractor = torch.nn.Linear(2, 4)
+    cb = PRDCallback(
+        torch.randn(32, 2, generator=torch.Generator().manual_seed(0)),
+        feature_extractor=extractor,
+        num_samples=32,
+        metric=ScriptedScores([0.5]),
+        extractor_precision=precision,
+        verbose=False,
+        log_curves=False,
+    )
+    pl.Trainer(**{**QUIET, "max_epochs": 1, "callbacks": [cb]}).fit(GaussianSampler())
+    want = "ieee" if precision == "ieee" else "fast (matmul medium, conv none, autocast off)"
+    assert cb.fingerprint["extractor_precision"] == want
+    assert torch.get_float32_matmul_precision() == "medium"
