@@ -24,12 +24,12 @@ from lightning_prd.callback.protocol import run_fingerprint
 from lightning_prd.callback.sources import extract
 from lightning_prd.cli.main import main
 from lightning_prd.features import RandomConvNet, extract_features
-from lightning_prd.features import precision as precision_module
 from lightning_prd.features.cache import RealFeatureCache, cache_provenance
 from lightning_prd.features.precision import describe_precision
 from lightning_prd.features.reference_files import read_reference
 from lightning_prd.functional import generative_metrics, prd_curve
 from lightning_prd.functional.engine import kmeans as _kmeans
+from lightning_prd.functional.engine import precision as precision_module
 from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import ieee_float32, tiling
 from lightning_prd.functional.knn.points import prepare

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.cli.precision import precision_of
 from lightning_prd.features.image_folder import image_batches, image_files
 from lightning_prd.functional.engine.inputs import NARROW_FLOATS, as_features, non_finite_rows, torch_compatible
 
@@ -370,11 +371,6 @@ def load_set(
         picked=array.picked,
         extras=extras,
     )
-
-
-def precision_of(args: argparse.Namespace) -> str:
-    """The ``--extractor-precision`` of a command (``"ieee"`` for a command without the option)."""
-    return str(getattr(args, "extractor_precision", "ieee"))
 
 
 def _extract(extractor: Any, data: Any, flag: str, path: str, **kwargs: Any) -> Any:

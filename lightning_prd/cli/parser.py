@@ -10,9 +10,9 @@ from typing import Any, Optional
 from lightning_prd import __version__
 from lightning_prd.cli.columns import COLUMNS
 from lightning_prd.cli.families import add_family_flags, load_entry_points
+from lightning_prd.cli.precision import add_precision_argument
 from lightning_prd.cli.protocol import Recorded, RecordedBool, RecordedTrue, add_protocol_argument, protocols_epilog
 from lightning_prd.cli.runs import add_runs_parser
-from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, EXTRACTOR_PRECISIONS
 from lightning_prd.functional.engine.inputs import MAX_SEED
 
 PROG = "lightning-prd"
@@ -217,14 +217,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument(
         "--device", default="auto", metavar="DEV", help="cpu, cuda, cuda:N or auto (default: cuda when available)"
     )
-    p.add_argument(
-        "--extractor-precision",
-        choices=EXTRACTOR_PRECISIONS,
-        default=DEFAULT_EXTRACTOR_PRECISION,
-        help="precision of the extractor: ieee (default: no autocast, IEEE float32 matmuls and convolutions, the "
-        "reference tools' features) or fast (the TF32 settings as they are: faster on GPUs, features not "
-        "bit-comparable with the references')",
-    )
+    add_precision_argument(p)
     p.add_argument(
         "--batch-size", type=_positive_int, default=64, metavar="B", help="images per extractor batch (default: 64)"
     )
@@ -407,14 +400,7 @@ def _add_features(sub: Any, fmt: Any) -> None:
     p.add_argument(
         "--device", default="auto", metavar="DEV", help="cpu, cuda, cuda:N or auto (default: cuda when available)"
     )
-    p.add_argument(
-        "--extractor-precision",
-        choices=EXTRACTOR_PRECISIONS,
-        default=DEFAULT_EXTRACTOR_PRECISION,
-        help="precision of the extractor: ieee (default: no autocast, IEEE float32 matmuls and convolutions, the "
-        "reference tools' features) or fast (the TF32 settings as they are: faster on GPUs, features not "
-        "bit-comparable with the references')",
-    )
+    add_precision_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
     p.set_defaults(real_key=None, detector=None, only=None)  # read by the loader evaluate shares

@@ -42,7 +42,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from lightning_prd.cli.inputs import CLIError, _Source, precision_of
+from lightning_prd.cli.inputs import CLIError, _Source
+from lightning_prd.cli.precision import precision_of
 from lightning_prd.features.base import _module_device
 from lightning_prd.features.precision import describe_precision
 from lightning_prd.features.registry import canonical_name, get_extractor

@@ -50,12 +50,12 @@ from lightning_prd.cli.inputs import (
     _subsample_rows,
     container_of,
     key_of,
-    precision_of,
     progress_on,
     read_file,
     split_outputs,
 )
 from lightning_prd.cli.inputs import load_set as load_plain
+from lightning_prd.cli.precision import precision_of
 from lightning_prd.features.reference_files import NAMED_LAYOUTS, ReferenceSet, read_reference
 from lightning_prd.features.registry import canonical_name
 

@@ -10,11 +10,15 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
-from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, check_extractor_precision, precision_context
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
-from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.precision import (
+    DEFAULT_EXTRACTOR_PRECISION,
+    check_extractor_precision,
+    precision_context,
+    score_precision,
+)
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
 

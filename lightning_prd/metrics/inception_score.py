@@ -8,9 +8,13 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
-from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, check_extractor_precision, precision_context
 from lightning_prd.functional.engine.inputs import as_features
-from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.precision import (
+    DEFAULT_EXTRACTOR_PRECISION,
+    check_extractor_precision,
+    precision_context,
+    score_precision,
+)
 from lightning_prd.functional.inception_score import (
     SEED,
     SHUFFLE,
