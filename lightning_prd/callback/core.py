@@ -46,6 +46,7 @@ from lightning_prd.callback.schedule import (
 )
 from lightning_prd.callback.sources import draw, draw_labelled, fake_role, generator_name, update_fake
 from lightning_prd.features.cache import RealFeatureCache, check_cacheable
+from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, check_extractor_precision, describe_precision
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_seed
 from lightning_prd.loggers.base import CURVE_KEYS, PRD_KEYS, LoggerAdapter, compact_prd
 from lightning_prd.loggers.factory import adapter_for, hold_sessions, release_sessions
@@ -96,10 +97,12 @@ class PRDCallbackCore(RealSide):
         weights: Union[None, str, os.PathLike[str]] = None,
         verbose: bool = True,
         image_range: Optional[Tuple[float, float]] = None,
+        extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
     ) -> None:
         self.sample_fn = resolve_sample_fn(sample_fn)
         #: the range of the generated floating-point images, mapped to [0, 1] (:mod:`~lightning_prd.callback.dry_run`)
         self.image_range = check_image_range(image_range)
+        self.extractor_precision = check_extractor_precision(extractor_precision)
         #: the named protocol (:mod:`lightning_prd.protocols`), or None
         self.protocol: Optional[Protocol]
         self.protocol, self.feature_extractor, self._extractor_name = resolve(protocol, weights, feature_extractor)
@@ -327,7 +330,14 @@ class PRDCallbackCore(RealSide):
         else:
             num_real = total_rows(self._real_rows, device)
         self.fingerprint = run_fingerprint(
-            self.feature_extractor, self.protocol, self.metric, num_real, self.num_samples, dtype, warn=rank == 0
+            self.feature_extractor,
+            self.protocol,
+            self.metric,
+            num_real,
+            self.num_samples,
+            dtype,
+            warn=rank == 0,
+            extractor_precision=describe_precision(self.extractor_precision, device),
         )
         if rank == 0:
             warn_if_changed(self._restored_fingerprint, self.fingerprint)

@@ -199,6 +199,12 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             the sample grids) see them: ``image_range=(-1, 1)`` for a generator ending in ``tanh`` (the DCGAN
             convention). Generated values outside it raise ``ValueError`` naming ``sample_fn``. uint8 samples
             and the real set are taken as they are. Default None: as they are (uint8 0..255, floats 0..1).
+        extractor_precision: the precision ``feature_extractor`` runs in (:mod:`lightning_prd.features.precision`):
+            ``"ieee"`` (default) runs it without autocast and with IEEE float32 matmuls and convolutions (cuDNN
+            and cuBLAS TF32 off, oneDNN likewise), whatever the training set, the caller's settings restored
+            after: the features are the reference tools'. ``"fast"`` keeps the caller's TF32 and autocast
+            settings: faster on GPUs, features not bit-comparable with the references'. The precision used is
+            in the fingerprint (``extractor_precision``) and the ``cache_dir`` key.
 
     **Before training** (:mod:`~lightning_prd.callback.dry_run`): in ``on_fit_start`` the callback embeds two
     generated samples and the real set's first two rows, in eval mode under ``no_grad`` with the RNG restored,

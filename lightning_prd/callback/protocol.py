@@ -177,11 +177,14 @@ def run_fingerprint(
     dtype: Optional[torch.dtype],
     *,
     warn: bool = True,
+    extractor_precision: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The fingerprint of the callback's scores (:func:`lightning_prd.protocols.fingerprint`), with
     ``k_density_coverage`` beside ``k`` (precision/recall's) and ``dtype`` that of the k-NN distances (the
-    metric's ``dtype``, else float64 for float64 features, float32 otherwise). With ``warn``, one warning when
-    the real set holds fewer samples than the protocol's count.
+    metric's ``dtype``, else float64 for float64 features, float32 otherwise), and ``extractor_precision`` the
+    precision the extractor ran in (:func:`~lightning_prd.features.precision.describe_precision`; left out
+    without an extractor, whose features are used as given). With ``warn``, one warning when the real set
+    holds fewer samples than the protocol's count.
 
     With it go :func:`family_fields`: every option of each family the metric computes (``probabilistic.k``,
     user families' too) and ``direction/<score>``, each logged score's direction, so that ``lightning-prd runs`` ranks a
@@ -202,6 +205,8 @@ def run_fingerprint(
         k_density_coverage=k_density_coverage,
     )
     out.update(family_fields(metric))
+    if extractor is not None and extractor_precision is not None:
+        out["extractor_precision"] = extractor_precision
     if warn and p is not None and p.num_real is not None and num_real is not None and num_real < p.num_real:
         warnings.warn(
             f"PRDCallback(protocol={p.name!r}): the protocol uses {p.num_real} real samples, but `real` gave "

@@ -54,6 +54,7 @@ class RealSide:
     _extraction: Halving
     log_images: bool
     cache: Optional[RealFeatureCache]
+    extractor_precision: str
     _extractor_name: Optional[str]
     _real_ready: bool
     _source: RealSource
@@ -255,6 +256,7 @@ class RealSide:
             world=world,
             device=device,
             chunk_rows=self.batch_size,
+            extractor_precision=self.extractor_precision,
         )
         return relabel(feats, seen) if self.labelled else ((f, None) for f in feats)
 
@@ -272,7 +274,14 @@ class RealSide:
         rows = x.shape[0]
         size = self._extraction.size or max(rows, 1)
         parts = [
-            self._extraction.run(min(size, rows - i), extract, self.feature_extractor, x[i : i + size].to(device), role)
+            self._extraction.run(
+                min(size, rows - i),
+                extract,
+                self.feature_extractor,
+                x[i : i + size].to(device),
+                role,
+                self.extractor_precision,
+            )
             for i in range(0, max(rows, 1), size)
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Tuple
 from torch import Tensor
 
 from lightning_prd.callback.labels import generated_pair
+from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, precision_context
 from lightning_prd.functional.engine.inputs import non_finite_rows
 
 #: the exception types raised again with a message naming the source
@@ -87,11 +88,15 @@ def checked_samples(out: Any, name: str, n: int) -> Tensor:
 MAIN_OUTPUT = "pool"
 
 
-def extract(extractor: Callable[[Tensor], Any], x: Tensor, role: str) -> Tensor:
+def extract(
+    extractor: Callable[[Tensor], Any], x: Tensor, role: str, extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION
+) -> Tensor:
     """``extractor(x)``, which must be a tensor, or a dict whose :data:`MAIN_OUTPUT` entry (the pool features) is
-    one; errors name ``feature_extractor`` and ``role`` (the samples)."""
+    one; errors name ``feature_extractor`` and ``role`` (the samples). The call runs in
+    :func:`~lightning_prd.features.precision.precision_context` of ``extractor_precision``."""
     try:
-        feats = extractor(x)
+        with precision_context(extractor_precision):
+            feats = extractor(x)
     except RENAMED as err:
         _raise(err, f"`feature_extractor` failed on {role}: {err}")
     if isinstance(feats, Mapping) and isinstance(feats.get(MAIN_OUTPUT), Tensor):

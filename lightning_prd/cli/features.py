@@ -95,7 +95,7 @@ def run_features(args: argparse.Namespace) -> int:
     real = load_set(args.real, "--real", args, Digesting(extractor, digests), device, embed_only=True)
     name = args.extractor if ":" in args.extractor else canonical_name(args.extractor)
     weights = None if args.weights is None else Path(args.weights).expanduser()
-    cache = _cache_provenance(extractor, device)
+    cache = _cache_provenance(extractor, device, args.extractor_precision)
     if cache is not None and len(digests.digests) != real.num:
         cache = None  # not one digest per row: the extractor was not run once per sample here
     try:
@@ -123,12 +123,12 @@ def run_features(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cache_provenance(extractor: Any, device: Any) -> Optional[Dict[str, Any]]:
+def _cache_provenance(extractor: Any, device: Any, precision: str) -> Optional[Dict[str, Any]]:
     """The extractor's cache key as it ran, or None (with a warning line) when the cache cannot key it."""
     from lightning_prd.features.cache import cache_provenance
 
     try:
-        return cache_provenance(extractor, device=device)
+        return cache_provenance(extractor, device=device, extractor_precision=precision)
     except (TypeError, ValueError) as err:
         reason = " ".join(str(err).split())[:300]
         print(

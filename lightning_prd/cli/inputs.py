@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.cli.precision import precision_of
 from lightning_prd.features.image_folder import image_batches, image_files
 from lightning_prd.functional.engine.inputs import NARROW_FLOATS, as_features, non_finite_rows, torch_compatible
 
@@ -299,7 +300,16 @@ def load_set(
             _image_batches(kept, args.batch_size, getattr(extractor, "input_size", None), path, flag), len(kept)
         )
         feats, extras = split_outputs(
-            _extract(extractor, batches, flag, path_text, device=device, progress=progress, desc=f"{flag[2:]} images"),
+            _extract(
+                extractor,
+                batches,
+                flag,
+                path_text,
+                device=device,
+                progress=progress,
+                desc=f"{flag[2:]} images",
+                extractor_precision=precision_of(args),
+            ),
             flag,
             path_text,
         )
@@ -340,6 +350,7 @@ def load_set(
                 device=device,
                 progress=progress,
                 desc=flag[2:],
+                extractor_precision=precision_of(args),
             ),
             flag,
             where,

@@ -10,6 +10,7 @@ from typing import Any, Optional
 from lightning_prd import __version__
 from lightning_prd.cli.columns import COLUMNS
 from lightning_prd.cli.families import add_family_flags, load_entry_points
+from lightning_prd.cli.precision import add_precision_argument
 from lightning_prd.cli.protocol import Recorded, RecordedBool, RecordedTrue, add_protocol_argument, protocols_epilog
 from lightning_prd.cli.runs import add_runs_parser
 from lightning_prd.functional.engine.inputs import MAX_SEED
@@ -216,6 +217,7 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument(
         "--device", default="auto", metavar="DEV", help="cpu, cuda, cuda:N or auto (default: cuda when available)"
     )
+    add_precision_argument(p)
     p.add_argument(
         "--batch-size", type=_positive_int, default=64, metavar="B", help="images per extractor batch (default: 64)"
     )
@@ -398,6 +400,7 @@ def _add_features(sub: Any, fmt: Any) -> None:
     p.add_argument(
         "--device", default="auto", metavar="DEV", help="cpu, cuda, cuda:N or auto (default: cuda when available)"
     )
+    add_precision_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
     p.set_defaults(real_key=None, detector=None, only=None)  # read by the loader evaluate shares

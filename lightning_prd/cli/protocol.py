@@ -43,6 +43,9 @@ import torch
 from torch import Tensor
 
 from lightning_prd.cli.inputs import CLIError, _Source
+from lightning_prd.cli.precision import precision_of
+from lightning_prd.features.base import _module_device
+from lightning_prd.features.precision import describe_precision
 from lightning_prd.features.registry import canonical_name, get_extractor
 from lightning_prd.protocols import (
     Protocol,
@@ -265,7 +268,7 @@ def run_fingerprint(
     """The fingerprint of one scored pair of sets (:func:`lightning_prd.protocols.fingerprint`)."""
     knn = args.only != "frechet" and args.k_precision_recall is not None
     dtype: Optional[torch.dtype] = real.features.dtype if isinstance(real.features, Tensor) else None
-    return fingerprint(
+    out = fingerprint(
         extractor,
         protocol=p,
         num_real=real.num,
@@ -275,3 +278,6 @@ def run_fingerprint(
         dtype=dtype,
         k_density_coverage=getattr(args, "k_density_coverage", None) if knn else None,
     )
+    if extractor is not None:  # the precision it ran in (features read from files: none)
+        out["extractor_precision"] = describe_precision(precision_of(args), _module_device(extractor))
+    return out

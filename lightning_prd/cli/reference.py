@@ -55,6 +55,7 @@ from lightning_prd.cli.inputs import (
     split_outputs,
 )
 from lightning_prd.cli.inputs import load_set as load_plain
+from lightning_prd.cli.precision import precision_of
 from lightning_prd.features.reference_files import NAMED_LAYOUTS, ReferenceSet, read_reference
 from lightning_prd.features.registry import canonical_name
 
@@ -288,6 +289,7 @@ def _embedded(
             device=device,
             progress=progress_on(args),
             desc=f"{flag[2:]} images",
+            extractor_precision=precision_of(args),
         ),
         flag,
         where,

@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from lightning_prd.features.precision import DEFAULT_EXTRACTOR_PRECISION, precision_context
 from lightning_prd.functional.engine.inputs import check_positive_int
 
 
@@ -289,6 +290,7 @@ def extract_features(
     output_device: Union[str, torch.device] = "cpu",
     progress: bool = False,
     desc: str = "features",
+    extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
 ) -> Any:
     """Run ``extractor`` over ``data`` in batches, without gradients, and concatenate ``[n, D]``.
 
@@ -306,6 +308,9 @@ def extract_features(
         output_device: where the concatenated features go (CPU by default, to bound GPU memory).
         progress: show a tqdm progress bar on stderr.
         desc: the progress bar's label.
+        extractor_precision: ``"ieee"`` (default: no autocast, IEEE float32 matmuls and convolutions, the
+            reference tools' features) or ``"fast"`` (the caller's TF32 and autocast settings):
+            :mod:`lightning_prd.features.precision`.
 
     Returns:
         ``[n, D]`` features (a ``Tensor``), in the extractor's output dtype; for an extractor
@@ -346,7 +351,7 @@ def extract_features(
         dynamic_ncols=True,
     )
     try:
-        with torch.no_grad():
+        with precision_context(extractor_precision):
             for batch in _batches(data, batch_size):
                 if batch.shape[0] == 0:
                     continue

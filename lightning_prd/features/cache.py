@@ -29,7 +29,10 @@ through Inception) costs minutes per run. The cache stores the extracted real fe
   machinery, scratch buffers, memos) and are not keyed: a module setting that changes the
   features must be a public attribute, a parameter or a buffer. The globals a function reads
   and the code of the classes are not keyed;
-* ``num_real``, the device type, torch's default dtype and autocast state, and the torch version.
+* ``num_real``, the device type, torch's default dtype, the precision the extractor ran in
+  (``extractor_precision``: :func:`~lightning_prd.features.precision.describe_precision`, so a file written
+  under ``"ieee"`` never serves ``"fast"``, nor one ``"fast"`` state another) and the autocast state inside
+  the extraction (off under ``"ieee"``), and the torch version.
 
 The cache holds copies: every feature chunk is copied as the extractor returns it, so an
 extractor that writes into one persistent output buffer (or real samples refilled into one
@@ -46,7 +49,7 @@ rewritten. Loading memory-maps the file and copies this rank's rows once. Under 
 top of ``cache_dir`` under any name ending in ``.npz``, serves as a hit too. Its provenance holds a
 ``cache`` object (:func:`cache_provenance`) whose ``key`` is this cache's key without ``num_real``
 and the real set: the extractor's identity as above (so another network, weights file, setting or
-name misses), the device type, torch's default dtype and autocast state, the torch version. In
+name misses), the device type, torch's default dtype, extractor precision and autocast state, the torch version. In
 place of the real set it holds one SHA-256 per row, of the sample that row was computed from, taken
 as the cache takes it (the same dtype, shape and bytes: an image folder is read by both as uint8
 ``[3, H, W]`` per image). It serves any real set all of whose samples it holds, whatever
@@ -96,6 +99,12 @@ from lightning_prd.features._cache_io import (
     set_digest,
 )
 from lightning_prd.features.base import describe_extractor
+from lightning_prd.features.precision import (
+    DEFAULT_EXTRACTOR_PRECISION,
+    check_extractor_precision,
+    describe_precision,
+    precision_context,
+)
 from lightning_prd.functional.engine.inputs import check_positive_int
 
 FORMAT = 2
@@ -144,8 +153,9 @@ def _module_identity(module: nn.Module, keyer: Keyer) -> Dict[str, Any]:
     return out
 
 
-def _meta(extractor: Any, name: Optional[str], num_real: Optional[int], device: Any) -> Dict[str, Any]:
-    """The cache key of an extraction, without the real set (module docstring)."""
+def _meta(extractor: Any, name: Optional[str], num_real: Optional[int], device: Any, precision: str) -> Dict[str, Any]:
+    """The cache key of an extraction under ``extractor_precision=precision``, without the real set (module
+    docstring)."""
     device = torch.device(device if device is not None else "cpu")
     return {
         "format": FORMAT,
@@ -153,7 +163,8 @@ def _meta(extractor: Any, name: Optional[str], num_real: Optional[int], device: 
         "num_real": num_real,
         "device": device.type,
         "default_dtype": str(torch.get_default_dtype()),
-        "autocast": _autocast(device.type),
+        "extractor_precision": describe_precision(precision, device),
+        "autocast": precision != "ieee" and _autocast(device.type),
         "torch": torch.__version__,
     }
 
@@ -165,22 +176,27 @@ def _file_key(meta: Dict[str, Any]) -> str:
 
 
 def cache_provenance(
-    extractor: Any, *, device: Union[None, str, torch.device] = None, name: Optional[str] = None
+    extractor: Any,
+    *,
+    device: Union[None, str, torch.device] = None,
+    name: Optional[str] = None,
+    extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
 ) -> Dict[str, Any]:
     """The ``cache`` object a features file records to serve :class:`RealFeatureCache` (module docstring):
     ``"key"``, the SHA-256 the cache matches it by, and what went into it that can differ between two
-    machines (``"device"`` type, ``"default_dtype"``, ``"autocast"``, ``"torch"`` version), to read. Call it
-    in the state the extractor ran in, on the device it ran on; ``name`` as the cache's. Raises like
-    :func:`check_cacheable`.
+    machines (``"device"`` type, ``"default_dtype"``, ``"extractor_precision"``, ``"autocast"``, ``"torch"``
+    version), to read. Call it in the state the extractor ran in, on the device it ran on, with the
+    ``extractor_precision`` it ran under; ``name`` as the cache's. Raises like :func:`check_cacheable`.
 
     Example:
         >>> from lightning_prd.features import RandomConvNet
         >>> entry = cache_provenance(RandomConvNet(num_features=4, size=8))
-        >>> sorted(entry), entry["device"], len(entry["key"])
-        (['autocast', 'default_dtype', 'device', 'key', 'torch'], 'cpu', 64)
+        >>> sorted(entry), entry["device"], entry["extractor_precision"], len(entry["key"])
+        (['autocast', 'default_dtype', 'device', 'extractor_precision', 'key', 'torch'], 'cpu', 'ieee', 64)
     """
-    meta = _meta(extractor, name, None, device)
-    shown = {k: meta[k] for k in ("device", "default_dtype", "autocast", "torch")}
+    precision = check_extractor_precision(extractor_precision)
+    meta = _meta(extractor, name, None, device, precision)
+    shown = {k: meta[k] for k in ("device", "default_dtype", "extractor_precision", "autocast", "torch")}
     return {"key": _file_key(meta), **shown}
 
 
@@ -239,14 +255,23 @@ class RealFeatureCache:
         world: int = 1,
         device: Union[None, str, torch.device] = None,
         chunk_rows: int = 1024,
+        extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
     ) -> Iterator[Tensor]:
         """This rank's real features, in chunks of at most ``chunk_rows`` rows: from the cache, or
         ``extract(chunk)`` for every chunk of ``chunks()`` (a copy of each output is kept, then written).
         Under DDP (``world > 1``) every rank must call it (collectives); ``chunks()`` yields this rank's
         samples, any rows in any order: a hit gives the features of exactly these samples, in this order,
-        whatever world size wrote the file. ``TypeError`` for an extractor setting the key cannot cover."""
+        whatever world size wrote the file. Each ``extract(chunk)`` runs in
+        :func:`~lightning_prd.features.precision.precision_context` of ``extractor_precision``, which the key
+        holds. ``TypeError`` for an extractor setting the key cannot cover."""
         chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
-        meta = _meta(extractor, self.name, num_real, device)
+        precision = check_extractor_precision(extractor_precision)
+        meta = _meta(extractor, self.name, num_real, device, precision)
+
+        def run(x: Tensor) -> Any:
+            with precision_context(precision):
+                return _copy(extract(x))
+
         stem = "real-" + hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:24]
         comm = Comm(rank, world)
         files: List[Path] = comm.from_zero(lambda: features_files(self.cache_dir, _file_key(meta)))
@@ -260,7 +285,7 @@ class RealFeatureCache:
             feats = []
             for x in chunks():
                 digests.update(x)
-                feats.append(_copy(extract(x)))
+                feats.append(run(x))
         per_rank = comm.all_gather(digests.joined())
         data = set_digest(per_rank)
         key = json.dumps({**meta, "data": data}, sort_keys=True)
@@ -288,7 +313,7 @@ class RealFeatureCache:
             again, feats = RowDigests(), []
             for x in chunks():
                 again.update(x)
-                feats.append(_copy(extract(x)))
+                feats.append(run(x))
             if not all(comm.all_gather(again.digests == digests.digests)):
                 if rank == 0:
                     warnings.warn(

@@ -59,6 +59,7 @@ from lightning_prd.functional.engine.inputs import (
 )
 from lightning_prd.functional.engine.one_pass import PassResult, RealSide, requested, run_pass
 from lightning_prd.functional.engine.oneclass import check_embedding, embed_features, embedding_center, train_oneclass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import chunk_rows, mean64
 from lightning_prd.functional.knn.shard import Shard
@@ -226,6 +227,7 @@ def alpha_beta_from_pass(
 # --------------------------------------------------------------------------------------
 
 
+@score_precision()
 def alpha_precision_beta_recall(
     real: Any,
     fake: Any,
@@ -338,6 +340,7 @@ def alpha_precision_beta_recall(
     return out
 
 
+@score_precision()
 def authenticity(
     real: Any,
     fake: Any,
@@ -382,6 +385,7 @@ def authenticity(
     return _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
 
 
+@score_precision()
 def alpha_beta_masks(result: Dict[str, Tensor], *, alpha: float = 1.0, beta: float = 1.0) -> Dict[str, Tensor]:
     r"""Sample-level decisions at one level ``alpha`` / ``beta``, for auditing and filtering.
 

@@ -17,9 +17,11 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_alphas, fake_centre_distance
 from lightning_prd.functional.engine.inputs import check_positive_int, check_real
 from lightning_prd.functional.engine.one_pass import requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
+@score_precision()
 def audit_samples(
     real: Any,
     fake: Any,
@@ -112,6 +114,7 @@ def _audit_column(audit: Any, key: str, size: Optional[int]) -> Tensor:
     return column
 
 
+@score_precision()
 def filter_fake(
     fake: Any,
     audit: Dict[str, Tensor],

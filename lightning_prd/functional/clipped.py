@@ -30,6 +30,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.clipped import ClippedBalls, real_ball_counts
 
@@ -100,6 +101,7 @@ def clipped_from_pass(res: PassResult, k: int, block_bytes: int = knn.DEFAULT_BL
     return density.to(res.dtype), coverage.to(res.dtype)
 
 
+@score_precision()
 def clipped_density_coverage(
     real: Any,
     fake: Any,

@@ -16,6 +16,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_real
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 #: the official code's bandwidth (calibrated for unit-norm CLIP ViT-L/14 embeddings) and scale
@@ -67,6 +68,7 @@ def cmmd_from_pass(res: PassResult, *, scale: float = SCALE, unbiased: bool = Fa
     return scale * mmd2
 
 
+@score_precision()
 def cmmd(
     real: Any,
     fake: Any,

@@ -51,6 +51,7 @@ from torch import Tensor
 from lightning_prd.functional.engine.inputs import check_int, check_seed
 from lightning_prd.functional.engine.kmeans import kmeans
 from lightning_prd.functional.engine.one_pass import requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import gram64, mean64, row_chunks
 from lightning_prd.functional.memorization import check_test_set
@@ -191,6 +192,7 @@ def data_copying_from_reference(
     return out
 
 
+@score_precision()
 def data_copying(
     real: Any,
     fake: Any,

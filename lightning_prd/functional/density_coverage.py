@@ -16,6 +16,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -30,6 +31,7 @@ def coverage_from_pass(res: PassResult, k: int) -> Tensor:
     return res.cross.real_ball_hit[k].to(torch.float64).mean().to(res.dtype)
 
 
+@score_precision()
 def density_coverage(
     real: Any,
     fake: Any,

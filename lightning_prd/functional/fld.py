@@ -52,6 +52,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.pairwise import sq_distance_blocks
 from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES
@@ -217,6 +218,7 @@ def _baseline(
     return mixture_nll(centres, log_var, test, block_bytes=block_bytes)
 
 
+@score_precision()
 def feature_likelihood_divergence(
     real: Any,
     fake: Any,

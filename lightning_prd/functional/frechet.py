@@ -27,6 +27,7 @@ from torch import Tensor
 
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import value_range
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import COVARIANCE_TOLERANCE, covariance_defect, gram64, mean64, unit_scale
 
@@ -110,6 +111,7 @@ def _distance(mu_r: Tensor, cov_r: Tensor, mu_f: Tensor, cov_f: Tensor, scale_r:
     return total.clamp(min=0)
 
 
+@score_precision()
 def frechet_distance(real: Any, fake: Any) -> Tensor:
     r"""Fréchet distance of Gaussians fitted to ``real`` and ``fake`` features.
 

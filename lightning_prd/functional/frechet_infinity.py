@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import check_int, check_seed
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import gram64, mean64, row_chunks, unit_scale
 
@@ -162,6 +163,7 @@ def frechet_infinity_from_reference(
     }
 
 
+@score_precision()
 def frechet_distance_infinity(
     real: Any,
     fake: Any,

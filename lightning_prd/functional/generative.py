@@ -55,6 +55,7 @@ from lightning_prd.functional.engine.plan import (
     make_plan,
     plan_of,
 )
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed, default, resolve
 from lightning_prd.functional.frechet import frechet_of
@@ -213,6 +214,7 @@ def scores_from_plan(
     return out, res
 
 
+@score_precision()
 def generative_metrics(
     real: Any,
     fake: Any,

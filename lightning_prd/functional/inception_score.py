@@ -19,6 +19,7 @@ from torch import Tensor
 
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_int, check_positive_int
+from lightning_prd.functional.engine.precision import score_precision
 
 #: torch-fidelity's defaults: ``isc_splits``, ``samples_shuffle``, ``rng_seed``
 SPLITS = 10
@@ -72,6 +73,7 @@ def split_scores(logits: Tensor, *, splits: int = SPLITS, shuffle: bool = SHUFFL
     return scores
 
 
+@score_precision()
 def inception_score(
     logits: Any, *, splits: int = SPLITS, shuffle: bool = SHUFFLE, seed: int = SEED
 ) -> Tuple[Tensor, Tensor]:

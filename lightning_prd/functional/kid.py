@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import row_chunks, unit_scale
 from lightning_prd.functional.knn.shard import Shard
@@ -206,6 +207,7 @@ def kid_scores(
     return out[0]
 
 
+@score_precision()
 def kernel_inception_distance(
     real: Any,
     fake: Any,

@@ -37,6 +37,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -86,6 +87,7 @@ def nearest_real_from_pass(res: PassResult) -> NearestReal:
     return NearestReal(index, distance, radius, ratio, sq_dist > sq_radius)
 
 
+@score_precision()
 def nearest_real_neighbours(
     real: Any,
     fake: Any,
@@ -126,6 +128,7 @@ def nearest_real_neighbours(
     return nearest_real_from_pass(res)
 
 
+@score_precision()
 def closest_pairs(view: NearestReal, n: int = 16) -> ClosestPairs:
     """The ``min(n, M)`` (generated, nearest real) pairs of smallest ratio :math:`\\rho` (the likeliest copies),
     in increasing order of ratio, equal ratios by the lower generated index: the pairs to show side by side.
@@ -153,6 +156,7 @@ def authenticity_percentage_of(view: NearestReal) -> Tensor:
     return 100.0 * view.authentic.to(torch.float64).mean()
 
 
+@score_precision()
 def authenticity_percentage(
     real: Any,
     fake: Any,

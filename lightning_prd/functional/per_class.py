@@ -68,6 +68,7 @@ from lightning_prd.functional.engine.inputs import (
     check_positive_int,
     distinct_class_keys,
 )
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed
 from lightning_prd.functional.generative import generative_metrics
@@ -125,6 +126,7 @@ def _classes(classes: Any, seen: Tensor) -> Tensor:
     return out
 
 
+@score_precision()
 def per_class_metrics(
     real: Any,
     fake: Any,
@@ -297,6 +299,7 @@ def _fits(family: Any, options: Dict[str, Any], n_r: int, n_f: int) -> bool:
     return n_r >= max(1, need_real) and n_f >= max(1, need_fake)
 
 
+@score_precision()
 def per_class_scalars(
     result: Mapping[str, Tensor], *, names: Optional[Mapping[int, str]] = None, sep: str = "/"
 ) -> Dict[str, Union[float, int]]:

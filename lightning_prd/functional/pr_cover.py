@@ -23,6 +23,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 #: ``C_0`` of the default ``k' = C k >= ln N + C_0``
@@ -57,6 +58,7 @@ def cover_from_pass(res: PassResult, k: int, C: int) -> Tuple[Tensor, Tensor]:
     return precision.to(res.dtype), recall.to(res.dtype)
 
 
+@score_precision()
 def precision_recall_cover(
     real: Any,
     fake: Any,

@@ -20,6 +20,7 @@ from torch import Tensor
 from lightning_prd.functional.engine import kmeans
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 _SUM_TOL = 1e-5  # how far from 1 a histogram's sum may be (rounding of float32 inputs)
@@ -52,6 +53,7 @@ def _check_epsilon(epsilon: Any) -> float:
     return check_real(epsilon, "epsilon", low=0.0, high=0.1, low_open=True, high_open=True)
 
 
+@score_precision()
 def prd_from_histograms(
     real_hist: Any, fake_hist: Any, *, num_angles: int = 1001, epsilon: float = 1e-10
 ) -> Tuple[Tensor, Tensor]:
@@ -122,6 +124,7 @@ def _check_curve(x: Any, name: str) -> Tensor:
     return t
 
 
+@score_precision()
 def prd_f_beta(precision: Any, recall: Any, *, beta: float = 8) -> Tuple[Tensor, Tensor]:
     r"""Summaries of a PRD curve: the largest :math:`F_\beta` and :math:`F_{1/\beta}` along it.
 
@@ -201,6 +204,7 @@ def check_prd_options(
     )
 
 
+@score_precision()
 def prd_curve(
     real: Any,
     fake: Any,

@@ -16,6 +16,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -29,6 +30,7 @@ def recall_from_pass(res: PassResult, k: int) -> Tensor:
     return res.cross.real_in_fake[k].to(torch.float64).mean().to(res.dtype)
 
 
+@score_precision()
 def precision_recall(
     real: Any,
     fake: Any,
@@ -82,6 +84,7 @@ def precision_recall(
     return precision_from_pass(res, k), recall_from_pass(res, k)
 
 
+@score_precision()
 def realism_score(
     real: Any,
     fake: Any,

@@ -20,6 +20,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int, check_real
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 #: what each product runs over: every reference sample (the paper) or the k nearest (the authors' script)
@@ -40,6 +41,7 @@ def probabilistic_from_pass(res: PassResult) -> Tuple[Tensor, Tensor]:
     return fake_soft.mean().to(res.dtype), real_soft.mean().to(res.dtype)
 
 
+@score_precision()
 def probabilistic_precision_recall(
     real: Any,
     fake: Any,

@@ -34,6 +34,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.families import PassAsks, register_family
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.smallest import SmallestBall
 
@@ -57,6 +58,7 @@ def rarity_from_pass(res: PassResult, k: int) -> Dict[str, Tensor]:
     return {"rarity": scores, "rarity_mean": mean}
 
 
+@score_precision()
 def rarity_score(
     real: Any,
     fake: Any,

@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import Tensor
 
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.frechet import frechet_of
 
@@ -21,6 +22,7 @@ SPATIAL_CHANNELS = 7
 SPATIAL_DIM = 17 * 17 * SPATIAL_CHANNELS
 
 
+@score_precision()
 def spatial_frechet_distance(real: Any, fake: Any) -> Tensor:
     r"""sFID: the Fréchet distance of the real and generated spatial Inception features.
 

@@ -25,6 +25,7 @@ from torch import Tensor
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -42,6 +43,7 @@ def symmetric_from_pass(res: PassResult, k: int, ball: str = "closed") -> Tuple[
     return sym_precision.to(res.dtype), torch.minimum(recall, coverage).to(res.dtype)
 
 
+@score_precision()
 def symmetric_precision_recall(
     real: Any,
     fake: Any,

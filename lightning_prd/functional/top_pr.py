@@ -20,6 +20,7 @@ from lightning_prd.functional.engine.inputs import (
     check_real,
     check_seed,
 )
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.kde import cosine_kernel_sums, kth_distance
 from lightning_prd.functional.knn.shard import Shard
@@ -128,6 +129,7 @@ def _support(
     return h, p_hat, torch.quantile(theta, 1.0 - alpha)
 
 
+@score_precision()
 def top_precision_recall(
     real: Any,
     fake: Any,

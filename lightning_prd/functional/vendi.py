@@ -21,6 +21,7 @@ from torch import Tensor
 
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_real
+from lightning_prd.functional.engine.precision import score_precision
 from lightning_prd.functional.engine.stats import gram64, row_chunks
 
 
@@ -76,6 +77,7 @@ def vendi_from_eigenvalues(eigenvalues: Tensor, q: float) -> Tensor:
     return torch.exp(torch.log((p**q).sum()) / (1 - q))
 
 
+@score_precision()
 def vendi_score(features: Any, *, q: Union[float, str] = 1, normalize: bool = True) -> Tensor:
     r"""Vendi score of one set of samples: the exponential of the entropy of the similarity spectrum.
 

@@ -16,6 +16,12 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_block_bytes
 from lightning_prd.functional.engine.one_pass import RealSide
+from lightning_prd.functional.engine.precision import (
+    DEFAULT_EXTRACTOR_PRECISION,
+    check_extractor_precision,
+    precision_context,
+    score_precision,
+)
 from lightning_prd.functional.knn.collectives import to_group
 from lightning_prd.functional.knn.shard import Shard, current_shard
 from lightning_prd.metrics.gather import gather_features
@@ -65,6 +71,10 @@ class FeatureMetric(Metric):
             ranks (each computes 1/W of the k-NN and kernel distance tiles, of KID's subsets and
             of TopP&R's kernel density tiles) and combine the results, instead of every rank
             computing everything. Every rank still gets the full result.
+        extractor_precision: the precision ``feature_extractor`` runs in (:mod:`lightning_prd.features.precision`):
+            ``"ieee"`` (default: no autocast, no gradients, IEEE float32 matmuls and convolutions, whatever the
+            caller set, e.g. a ``bf16-mixed`` validation step) or ``"fast"`` (the caller's TF32 and autocast
+            settings; faster on GPUs, features not bit-comparable with the reference tools').
         kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the
             uneven-rank gather above).
 
@@ -90,6 +100,7 @@ class FeatureMetric(Metric):
         block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
         dtype: Optional[torch.dtype] = None,
         split_work: bool = True,
+        extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("dist_sync_fn", gather_features)
@@ -114,6 +125,7 @@ class FeatureMetric(Metric):
         if not isinstance(split_work, bool):
             raise ValueError(f"Expected argument `split_work` to be a bool, but got {split_work!r}")
         self.split_work = split_work
+        self.extractor_precision = check_extractor_precision(extractor_precision)
         self._real_cache: Optional[RealSide] = None
         self._synced_real: Optional[_Synced] = None  # kept real-data states as last gathered (see _sync_dist)
         self._roles: Tuple[str, ...] = ("real", "fake")
@@ -203,7 +215,11 @@ class FeatureMetric(Metric):
         must not add the batch to the others' lists.
         """
         which = self._role_of(real, role)
-        out = self.feature_extractor(features)
+        if type(self.feature_extractor) is nn.Identity:  # no extractor: nothing is computed
+            out = features
+        else:
+            with precision_context(self.extractor_precision):
+                out = self.feature_extractor(features)
         feats = as_features(out, "features", allow_empty=True).detach()
         lab = self._check_labels(labels, feats.shape[0], feats.device, which)
         first = self._first_accumulated()
@@ -351,8 +367,10 @@ class FeatureMetric(Metric):
         :class:`~lightning_prd.functional.engine.sets.FeatureSets` as they are, without checking them again.
         The sets are read on :func:`~lightning_prd.functional.engine.devices.compute_device` of their device:
         on a device without float64 (Apple's MPS, XLA) they are copied to the CPU, and the scores are CPU
-        tensors, bit-identical to a CPU run."""
-        return self._compute(self._features("real"), self._features("fake"))
+        tensors, bit-identical to a CPU run. The scores are computed in IEEE float32 outside autocast
+        (:func:`~lightning_prd.functional.engine.precision.score_precision`)."""
+        with score_precision():
+            return self._compute(self._features("real"), self._features("fake"))
 
     def _compute(self, real: Tensor, fake: Tensor) -> Dict[str, Tensor]:
         raise NotImplementedError

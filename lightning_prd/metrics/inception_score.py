@@ -9,6 +9,12 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from lightning_prd.functional.engine.inputs import as_features
+from lightning_prd.functional.engine.precision import (
+    DEFAULT_EXTRACTOR_PRECISION,
+    check_extractor_precision,
+    precision_context,
+    score_precision,
+)
 from lightning_prd.functional.inception_score import (
     SEED,
     SHUFFLE,
@@ -46,6 +52,8 @@ class InceptionScore(Metric):
         shuffle: permute the samples before splitting (torch-fidelity's order).
         seed: seed of the permutation (NumPy's ``RandomState``, as torch-fidelity).
         feature_extractor: module or callable applied to ``update``'s input (identity if None).
+        extractor_precision: the precision ``feature_extractor`` runs in, ``"ieee"`` (default) or ``"fast"``
+            (:mod:`lightning_prd.features.precision`).
         kwargs: passed to :class:`torchmetrics.Metric` (``dist_sync_fn`` defaults to the gather above).
 
     Example:
@@ -72,11 +80,13 @@ class InceptionScore(Metric):
         shuffle: bool = SHUFFLE,
         seed: int = SEED,
         feature_extractor: Optional[Callable[[Any], Any]] = None,
+        extractor_precision: str = DEFAULT_EXTRACTOR_PRECISION,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("dist_sync_fn", gather_features)
         super().__init__(**kwargs)
         self.splits, self.shuffle, self.seed = check_inception_score_options(splits, shuffle, seed)
+        self.extractor_precision = check_extractor_precision(extractor_precision)
         if feature_extractor is not None and not callable(feature_extractor):
             raise TypeError(
                 f"Expected argument `feature_extractor` to be callable, but got {type(feature_extractor).__name__}"
@@ -97,7 +107,11 @@ class InceptionScore(Metric):
                 f"but got {real!r}"
             )
         extract = self.feature_extractor if self.feature_extractor is not None else self._extract_fn
-        out = logits if extract is None else extract(logits)
+        if extract is None:
+            out = logits
+        else:
+            with precision_context(self.extractor_precision):
+                out = extract(logits)
         if isinstance(out, Mapping):
             if LOGITS_KEY not in out:
                 raise ValueError(
@@ -129,7 +143,8 @@ class InceptionScore(Metric):
         if isinstance(logits, list) or logits.numel() == 0:
             raise ValueError("No generated logits accumulated: call `update(logits)` before `compute()`")
         logits = check_logits(logits, self.splits)
-        scores = split_scores(logits, splits=self.splits, shuffle=self.shuffle, seed=self.seed)
+        with score_precision():
+            scores = split_scores(logits, splits=self.splits, shuffle=self.shuffle, seed=self.seed)
         mean, std = inception_score_summary(scores)
         return {"inception_score": mean, "inception_score_std": std}
 

@@ -18,6 +18,10 @@ points; here each is first refined by :data:`REFINE_ITER` Lloyd iterations there
 * Convergence per run as in scikit-learn's ``KMeans``: labels unchanged, or total squared
   centre shift ``<= tol * mean(per-feature variance)``, or ``max_iter`` iterations.
 * An empty cluster is re-seeded at the point farthest from its centre.
+* float32 products in IEEE float32 and no autocast, whatever the caller set
+  (:func:`~lightning_prd.functional.engine.precision.score_precision`): the labels follow the GEMMs.
+* The k-means++ draws take the running sums of the distances on the CPU (:func:`running_sums`), so
+  seeding is deterministic on every device, under ``torch.use_deterministic_algorithms(True)`` too.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import check_int, check_positive_int, check_real
+from lightning_prd.functional.engine.precision import score_precision
 
 #: Memory budget of one block of rows (the rows, their scores and one-hot labels).
 BLOCK_BYTES = 64 * 2**20
@@ -106,23 +112,38 @@ def _lloyd(data: _Data, centers: Tensor, max_iter: int, tol: float) -> KMeansRes
     return KMeansResult(centers, labels, dist.sum(1, dtype=torch.float64), n_iter)
 
 
+def running_sums(dist: Tensor) -> Tensor:
+    """The float64 running sums of the rows of ``dist`` ``[S, n]``, as a CPU tensor: left to right, one
+    addition per entry (NumPy's ``cumsum``, the values of torch's CPU ``cumsum``). Computed on the CPU
+    whatever the device of ``dist``: the same sums on every device, and no CUDA ``cumsum``, which some torch
+    versions refuse under ``torch.use_deterministic_algorithms(True)``.
+
+    Example:
+        >>> running_sums(torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.0, 0.25]])).tolist()
+        [[1.0, 3.0, 6.0], [0.5, 0.5, 0.75]]
+    """
+    rows = dist.detach().to(device="cpu", dtype=torch.float64).numpy()
+    return torch.from_numpy(np.cumsum(rows, axis=1))
+
+
 def _kmeans_pp(x: Tensor, sq: Tensor, u: Tensor) -> Tensor:
     """Greedy k-means++ seedings among the rows of ``x``, all advancing together.
 
-    ``u`` holds uniforms ``[k, S, trials]`` for ``S`` seedings; returns ``[S, k]`` row indices.
+    ``u`` holds uniforms ``[k, S, trials]`` (float64, on the CPU) for ``S`` seedings; the candidates of
+    each step are drawn on the CPU (:func:`running_sums`). Returns ``[S, k]`` row indices.
     """
     n, (k, seedings, trials) = x.shape[0], u.shape
     runs = torch.arange(seedings, device=x.device)
     chosen = torch.empty(seedings, k, dtype=torch.long, device=x.device)
-    chosen[:, 0] = (u[0, :, 0] * n).long().clamp_max(n - 1)
+    chosen[:, 0] = (u[0, :, 0] * n).long().clamp_max(n - 1).to(x.device)
     dist = (sq + sq[chosen[:, :1]] - 2.0 * (x[chosen[:, 0]] @ x.T)).clamp_min_(0)  # [S, n]
     dist[runs, chosen[:, 0]] = 0
     for i in range(1, k):
-        cum = dist.to(torch.float64).cumsum(1)
+        cum = running_sums(dist)
         total = cum[:, -1:]
         by_dist = torch.searchsorted(cum, u[i] * total, right=True).clamp_max(n - 1)
         # all remaining distances 0 (fewer distinct points than k): pick uniformly
-        cand = torch.where(total > 0, by_dist, (u[i] * n).long().clamp_max(n - 1))  # [S, trials]
+        cand = torch.where(total > 0, by_dist, (u[i] * n).long().clamp_max(n - 1)).to(x.device)  # [S, trials]
         flat = cand.flatten()
         d_cand = torch.addmm(sq[flat].unsqueeze(1) + sq, x[flat], x.T, alpha=-2.0).clamp_min_(0)
         d_cand = torch.minimum(dist.unsqueeze(1), d_cand.view(seedings, trials, n))
@@ -133,6 +154,7 @@ def _kmeans_pp(x: Tensor, sq: Tensor, u: Tensor) -> Tensor:
     return chosen
 
 
+@score_precision()
 def fit(
     data: _Data,
     num_clusters: int,
@@ -156,7 +178,7 @@ def fit(
         idx = torch.randperm(n, generator=gen)[: max(init_size, num_clusters)].to(data.x.device)
         sub = _Data(data.x[idx], data.sq[idx], data.mean, data.tol_scale)
     u = torch.rand(num_clusters, num_runs * n_init, 2 + int(math.log(num_clusters)), generator=gen, dtype=torch.float64)
-    seeds = _kmeans_pp(sub.x, sub.sq, u.to(data.x.device))
+    seeds = _kmeans_pp(sub.x, sub.sq, u)
     refined = _lloyd(sub, sub.x[seeds], REFINE_ITER, tol)
     best = refined.inertia.view(num_runs, n_init).argmin(1)  # the first of equals: deterministic
     centers = refined.centers.view(num_runs, n_init, num_clusters, dim)[
@@ -166,6 +188,7 @@ def fit(
     return res if sub is data else _lloyd(data, res.centers, max_iter, tol)
 
 
+@score_precision()
 def kmeans(
     x: Tensor,
     num_clusters: int,

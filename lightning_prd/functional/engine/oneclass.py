@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_positive_int, check_real, check_seed
+from lightning_prd.functional.engine.precision import score_precision
 
 #: Coordinates of the data-driven centre closer to 0 than this are pushed to +-this value.
 _CENTER_EPS = 0.1
@@ -85,6 +86,7 @@ def _init_weights(model: OneClassEmbedding, generator: torch.Generator) -> None:
             lin.weight.uniform_(-bound, bound, generator=generator)
 
 
+@score_precision()
 def train_oneclass(
     real: Any,
     *,

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_prd.functional.engine.precision import score_precision
+
 __all__ = ["check_maximize", "pareto_front"]
 
 
@@ -68,6 +70,7 @@ def check_maximize(maximize: Any) -> Tuple[bool, bool]:
     return bool(maximize[0]), bool(maximize[1])
 
 
+@score_precision()
 def pareto_front(x_scores: Any, y_scores: Any, *, maximize: Sequence[bool] = (True, True)) -> Tensor:
     r"""Indices of the points ``(x_scores[i], y_scores[i])`` that no other point dominates.
 
