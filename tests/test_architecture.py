@@ -89,14 +89,24 @@ ALLOWED: Dict[str, Set[str]] = {
     "functional.engine": {"functional.knn", "functional"},  # the plan reads the families' option checks
     "functional": {"functional.engine", "functional.knn"},
     "metrics": {"functional", "functional.engine", "functional.knn", "protocols"},
-    "features": {"functional.engine"},
+    "features": {"functional.engine", "functional.knn"},  # knn.collectives: the device of a collective
     # named protocols: extractor, preprocessing, k, ball, counts; the version is read from the loaded root module
     # (importing the root would close a circle: root -> callback -> protocols)
     "protocols": {"features", "functional", "functional.engine"},
     "samplers": {"functional.engine"},
     "runs": {"functional.engine"},  # the directions of the registered families
     "loggers": {"runs"},
-    "callback": {"features", "functional.engine", "loggers", "metrics", "protocols", "runs", "samplers"},
+    # knn.collectives: the device of a collective
+    "callback": {
+        "features",
+        "functional.engine",
+        "functional.knn",
+        "loggers",
+        "metrics",
+        "protocols",
+        "runs",
+        "samplers",
+    },
     "cli": {"root", "features", "functional.engine", "functional.knn", "protocols", "runs"},
     "sweep": {"features", "functional.engine", "metrics"},
     "root": {"callback", "metrics", "functional.engine"},  # register_family

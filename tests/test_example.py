@@ -89,7 +89,9 @@ def test_runs_table_matches_the_example_printout(two_example_runs, capsys):
             assert [v for _, v in history] == pytest.approx(printed[score], abs=5e-5)
         fd = printed["frechet_distance"]
         assert runs[name]["scores"]["frechet_distance"]["best_epoch"] == fd.index(min(fd))
-        row = next(line for line in table.splitlines() if line.startswith(name))
+        shown = runs[name]["name"]  # the table names a run by the path parts that tell the runs apart
+        assert shown == name.split("/")[-1]
+        row = next(line for line in table.splitlines() if line.startswith(shown))
         assert f"{runs[name]['scores']['frechet_distance']['best']:.4f}" in row
     assert stdouts["gan_ring/first"] != stdouts["gan_ring/second"]
 

@@ -7,6 +7,7 @@ and the command line.
 Imports: nothing else of the package (matplotlib and tensorboard are imported when a function needs them).
 """
 
-from lightning_prd.runs.reader import NoScoresError, Run, RunsError, find_runs, load_runs, read_run, score_order
+from lightning_prd.runs.finding import RunsError, find_runs
+from lightning_prd.runs.reader import NoScoresError, Run, load_runs, read_run, score_order
 
 __all__ = ["NoScoresError", "Run", "RunsError", "find_runs", "load_runs", "read_run", "score_order"]

@@ -56,6 +56,7 @@ from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 from lightning_prd.functional.engine.family import check_direction
 from lightning_prd.functional.engine.vocabulary import current_keys
 from lightning_prd.runs.epochs import scores_per_epoch
+from lightning_prd.runs.finding import RunsError, discover, is_event_file
 from lightning_prd.runs.records import find_damage
 from lightning_prd.runs.scores import DIRECTIONS, Direction, best_index, direction
 
@@ -68,10 +69,6 @@ DEFAULT_PREFIX = "prd/"
 
 #: the scores drawn over epochs by :func:`lightning_prd.runs.plotting.plot_runs`, in panel order
 PANEL_SCORES = ("precision", "recall", "density", "coverage")
-
-
-class RunsError(ValueError):
-    """Input that cannot be compared: no run found, a run without scores, an unreadable file."""
 
 
 class NoScoresError(RunsError):
@@ -179,65 +176,6 @@ def parse_fingerprint_text(text: str) -> Optional[Dict[str, Any]]:
     return current_keys(value) if isinstance(value, dict) else None
 
 
-def _is_event_file(name: str) -> bool:
-    return "tfevents" in name
-
-
-def is_run_file(name: str) -> bool:
-    """Whether a file named ``name`` makes its folder a run (an event file, ``metrics.csv``, ``*.wandb``)."""
-    return _is_event_file(name) or name == "metrics.csv" or name.endswith(".wandb")
-
-
-def _is_wandb_offline(path: str, files: Sequence[str]) -> bool:
-    return os.path.basename(path).startswith("offline-run-") or any(f.endswith(".wandb") for f in files)
-
-
-def find_runs(directory: str) -> Tuple[List[Tuple[str, str, List[str]]], List[str]]:
-    """Run directories at or below ``directory``: ``([(path, source, files), ...], wandb_offline_dirs)``.
-
-    Symbolic links to folders are followed, except one to a folder already searched or to a
-    folder it lies in (which would search the same runs again, or forever).
-
-    Raises:
-        RunsError: ``directory`` does not exist or is not a directory.
-    """
-    if not os.path.exists(directory):
-        raise RunsError(f"DIR {directory}: no such directory")
-    if not os.path.isdir(directory):
-        raise RunsError(f"DIR {directory}: expected a directory of runs, but this is a file")
-    found: List[Tuple[str, str, List[str]]] = []
-    wandb_dirs: List[str] = []
-    searched = {os.path.realpath(directory)}
-    for path, subdirs, files in os.walk(directory, onerror=_raise_walk_error, followlinks=True):
-        here = os.path.realpath(path)
-        keep = set()
-        for sub in sorted(subdirs, key=lambda d: os.path.islink(os.path.join(path, d))):  # folders before links
-            real = os.path.realpath(os.path.join(path, sub))
-            if real not in searched and not contains(real, here):
-                searched.add(real)
-                keep.add(sub)
-        subdirs[:] = sorted(keep)
-        if _is_wandb_offline(path, files):
-            wandb_dirs.append(path)
-            subdirs.clear()
-            continue
-        events = sorted(f for f in files if _is_event_file(f))
-        if events:
-            found.append((path, "tensorboard", [os.path.join(path, f) for f in events]))
-        elif "metrics.csv" in files:
-            found.append((path, "csv", [os.path.join(path, "metrics.csv")]))
-    return found, wandb_dirs
-
-
-def contains(folder: str, path: str) -> bool:
-    """Whether ``path`` is ``folder`` or lies below it (both resolved)."""
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _raise_walk_error(err: OSError) -> None:
-    raise RunsError(f"{err.filename}: cannot list the directory: {err.strerror or err}")
-
-
 def _check_readable(files: Sequence[str]) -> None:
     for f in files:
         try:
@@ -265,7 +203,7 @@ def _undecodable(path: str) -> str:
     from google.protobuf.message import DecodeError
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-    for name in sorted(f for f in os.listdir(path) if _is_event_file(f)):
+    for name in sorted(f for f in os.listdir(path) if is_event_file(f)):
         try:
             for _ in EventFileLoader(os.path.join(path, name)).Load():
                 pass
@@ -356,7 +294,7 @@ def _number(text: Any, file: str, line: int, column: str) -> Any:
 
 
 def read_run(path: str, source: str, files: List[str], label: str, prefix: str = "prd/") -> Run:
-    """Read one run found by :func:`find_runs`.
+    """Read one run found by :func:`~lightning_prd.runs.finding.find_runs`.
 
     A damaged event file (cut off, or a record whose checksum fails) is read up to the damage, as
     TensorBoard reads it, and named in :attr:`Run.warnings` with how many of its bytes were read.
@@ -385,42 +323,6 @@ def read_run(path: str, source: str, files: List[str], label: str, prefix: str =
     if len({json.dumps(p, sort_keys=True) for p in prints}) > 1:
         damage.append(f"{path}: the run logged {len(prints)} fingerprints that differ; the last one is shown")
     return Run(label, path, source, files, scores=scores, warnings=damage, fingerprint=prints[-1] if prints else None)
-
-
-def _label(run_dir: str, directory: str) -> str:
-    rel = os.path.relpath(run_dir, directory)
-    return os.path.basename(os.path.abspath(directory)) if rel == "." else rel.replace(os.sep, "/")
-
-
-def discover(directories: Sequence[str]) -> Tuple[List[Tuple[str, str, List[str], str]], List[str]]:
-    """Every run below ``directories`` as ``(path, source, files, label)``, and the W&B offline dirs skipped.
-
-    Raises:
-        RunsError: a directory does not exist, or no run is found below any of them.
-    """
-    runs: List[Tuple[str, str, List[str], str]] = []
-    wandb_dirs: List[str] = []
-    seen = set()
-    for directory in directories:
-        found, skipped = find_runs(directory)
-        wandb_dirs += skipped
-        for path, source, files in found:
-            key = os.path.realpath(path)
-            if key not in seen:
-                seen.add(key)
-                runs.append((path, source, files, _label(path, directory)))
-    labels = [r[3] for r in runs]
-    if len(set(labels)) < len(labels):  # labels that clash: every run is labelled by its path
-        runs = [(p, s, f, p.replace(os.sep, "/")) for p, s, f, _ in runs]
-    if not runs:
-        where = " ".join(directories)
-        if wandb_dirs:
-            raise RunsError(
-                f"{where}: only W&B offline runs found ({wandb_dirs[0]}); wandb's Python API cannot read "
-                "offline runs: log with a CSVLogger next to the WandbLogger, or `wandb sync` them"
-            )
-        raise RunsError(f"{where}: no run found (no TensorBoard event files, no metrics.csv at or below it)")
-    return runs, wandb_dirs
 
 
 def load_runs(
