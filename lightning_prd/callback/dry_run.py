@@ -40,10 +40,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from lightning_prd.callback.batches import batch_seed, rows_of
 from lightning_prd.callback.image_folder import image_chunks
 from lightning_prd.callback.rng import REAL_STREAM, fixed_rng, preserved_rng, stream_seed
 from lightning_prd.callback.schedule import fitting
-from lightning_prd.callback.sharding import rank_shard
 from lightning_prd.callback.sources import RENAMED, fake_role, generator_name
 from lightning_prd.features.base import first_tensor
 from lightning_prd.functional.engine.inputs import as_features
@@ -176,7 +176,8 @@ def dry_run(cb: Any, trainer: Any, pl_module: Any) -> None:
     if not fitting(trainer):
         return
     rank, world = trainer.global_rank, trainer.world_size
-    n = min(PROBE, len(rank_shard(cb.num_samples, rank, world)))
+    rows = rows_of(cb.num_samples, cb.batch_size, rank, world)  # this rank's generated samples
+    n = min(PROBE, len(rows))
     if n == 0:
         return
     device = pl_module.device
@@ -192,7 +193,8 @@ def dry_run(cb: Any, trainer: Any, pl_module: Any) -> None:
         for m, _ in modes:
             m.eval()
         with preserved_rng(device), torch.no_grad():
-            with fixed_rng(cb.seed + rank, device):  # the noise of the first evaluation's first samples
+            # the noise of this rank's first samples at an evaluation: its first global batch's
+            with fixed_rng(batch_seed(cb.seed, rows.start // cb.batch_size), device):
                 samples, _ = cb._draw(pl_module, n)
             if extractor is not None:
                 _check_taken(samples, extractor, f"the generated samples of `{name}`", True, cb.image_range)
