@@ -47,6 +47,7 @@ class Family:
         docs: the docs page that describes it.
         builtin: registered by the package.
         per_sample: keys of per-sample (non-scalar) outputs.
+        other_keys: the other keys its results hold (curves, spreads): no scores, but no other family's key.
     """
 
     name: str
@@ -64,6 +65,7 @@ class Family:
     docs: Optional[str] = None
     builtin: bool = False
     per_sample: Sequence[str] = ()
+    other_keys: Sequence[str] = ()
 
     @property
     def flag(self) -> str:
