@@ -83,12 +83,7 @@ ENTRY_POINT_GROUP = "lightning_prd.families"
 _loaded: Dict[str, bool] = {}
 
 #: keywords a torchmetrics ``Metric`` takes itself (``GenerativeMetrics`` passes them on)
-METRIC_KEYWORDS = frozenset(
-    (
-        "compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
-        "sync_on_compute", "compute_with_cache",
-    )
-)  # fmt: skip
+METRIC_KEYWORDS = rules.METRIC_KEYWORDS
 
 
 def load_entry_points() -> List[str]:

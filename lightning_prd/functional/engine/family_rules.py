@@ -5,7 +5,8 @@ that is no score name or that the package already uses, and an argument of the w
 * **Names.** The keywords of the surfaces are read from their signatures (:func:`surface_keywords`):
   :func:`~lightning_prd.functional.generative_metrics`, :class:`~lightning_prd.GenerativeMetrics`, its
   :class:`~lightning_prd.metrics.base.FeatureMetric` base and torchmetrics' ``Metric`` (whose keywords, such as
-  ``compute_on_cpu``, are read from its constructor's source), and the callback's constructor.
+  ``compute_on_cpu``, are read from its constructor's source), and the callback's constructor; the package's
+  surfaces are read from their source (:data:`SURFACES`), so registering imports neither them nor Lightning.
 * **Score names** (:func:`check_score_name`), the rule class names follow: a non-empty string equal to its own
   Unicode NFKC form, with no surrounding, inner or control characters of white space, and no ``/`` (loggers read
   it as a folder).
@@ -33,7 +34,8 @@ import ast
 import inspect
 import textwrap
 import unicodedata
-from typing import Any, Dict, Iterable, Mapping, Set
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Set
 
 #: the keys of the callback's record of one evaluation beside its scores (``history`` and the logged scalars)
 RECORD_KEYS = ("epoch", "final")
@@ -48,6 +50,15 @@ OPTION_KEYS: Dict[str, tuple] = {
 #: the suffixes of the keys the package forms from a score key (error bars, per-class scores and their mean)
 DERIVED_SUFFIXES = ("_std", "_per_class", "_mean")
 
+#: keywords a torchmetrics ``Metric`` takes itself (``GenerativeMetrics`` passes them on), as torchmetrics 1.x
+#: documents them; registration reads them from ``Metric.__init__`` itself where its source can be read
+METRIC_KEYWORDS = frozenset(
+    (
+        "compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
+        "sync_on_compute", "compute_with_cache",
+    )
+)  # fmt: skip
+
 _surface_keywords: Set[str] = set()
 
 
@@ -58,9 +69,7 @@ def _metric_keywords() -> Set[str]:
 
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(Metric.__init__)))
-    except (OSError, TypeError):  # no source (a frozen install): the keywords the package passes on
-        from lightning_prd.functional.engine.families import METRIC_KEYWORDS
-
+    except (OSError, TypeError):  # no source (a frozen install): the keywords torchmetrics 1.x documents
         return set(METRIC_KEYWORDS)
     out = set()
     for node in ast.walk(tree):
@@ -78,24 +87,37 @@ def _metric_keywords() -> Set[str]:
     return out
 
 
-def _parameters(fn: Any) -> Set[str]:
-    """The named parameters of ``fn`` (not ``self``, ``*args`` or ``**kwargs``)."""
-    params = inspect.signature(fn).parameters.values()
-    return {p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+#: the surfaces a family switch joins, as (file under the package, function or ``Class.method``)
+SURFACES = (
+    ("functional/generative.py", "generative_metrics"),
+    ("metrics/generative.py", "GenerativeMetrics.__init__"),
+    ("metrics/base.py", "FeatureMetric.__init__"),
+    ("callback/core.py", "PRDCallbackCore.__init__"),
+)
+
+
+def _parameters(path: Path, qualname: str) -> Set[str]:
+    """The named parameters (not ``self``, ``*args`` or ``**kwargs``) of ``qualname`` as written in ``path``:
+    read from the source, so neither the surface nor Lightning is imported."""
+    body: List[ast.stmt] = ast.parse(path.read_text(encoding="utf-8")).body
+    node: Any = None
+    for part in qualname.split("."):
+        node = next(
+            n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part
+        )
+        body = node.body
+    args = node.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {"self"}
 
 
 def surface_keywords() -> Set[str]:
-    """The keywords of every surface a family switch joins, read from their signatures (once): the function,
-    the Metric with its bases (torchmetrics' included) and the callback (its Lightning-free core, so Lightning
-    is not imported)."""
+    """The keywords of every surface a family switch joins (:data:`SURFACES`: the function, the Metric and its
+    base, the callback), read from their signatures in the package's source, and torchmetrics' ``Metric``
+    keywords (once)."""
     if not _surface_keywords:
-        from lightning_prd.callback.core import PRDCallbackCore
-        from lightning_prd.functional.generative import generative_metrics
-        from lightning_prd.metrics.base import FeatureMetric
-        from lightning_prd.metrics.generative import GenerativeMetrics
-
-        for fn in (generative_metrics, GenerativeMetrics.__init__, FeatureMetric.__init__, PRDCallbackCore.__init__):
-            _surface_keywords.update(_parameters(fn))
+        root = Path(__file__).resolve().parents[2]
+        for path, qualname in SURFACES:
+            _surface_keywords.update(_parameters(root / path, qualname))
         _surface_keywords.update(_metric_keywords())
     return _surface_keywords
 
