@@ -249,3 +249,30 @@ def test_an_entry_point_that_fails_in_any_way_is_a_warning_and_the_command_line_
     with pytest.warns(UserWarning, match=rf"'{module}=lpfam_{module}:register'.*failed and is skipped"):
         assert main([*_files(tmp_path), "--json", str(out)]) == 0
     assert "precision" in json.loads(out.read_text())["scores"]
+
+
+def _check_power(options):
+    return {"power": options["power"] + 0.0}  # a TypeError for a power that is no number
+
+
+@pytest.mark.parametrize("power", ["abc", None, [2]])
+def test_an_error_of_check_names_the_family_and_its_options(power):
+    register_family("fam_x", gap, outputs={"gap_score": "lower"}, defaults={"power": 1.0}, check=_check_power)
+    try:
+        with pytest.raises(ValueError, match=r"The `check` of family 'fam_x' failed with options \{'power': ") as info:
+            generative_metrics(REAL, FAKE, fam_x={"power": power}, **OFF)
+        assert repr(power) in str(info.value) and "TypeError" in str(info.value)
+    finally:
+        unregister_family("fam_x")
+
+
+@pytest.mark.parametrize("words, says", [(["power=abc"], "'abc'"), (["powr=2"], "to hold only ['power']")])
+def test_the_command_line_names_the_flag_of_a_refused_option(tmp_path, capsys, words, says):
+    register_family("fam_x", gap, outputs={"gap_score": "lower"}, defaults={"power": 1.0}, check=_check_power)
+    try:
+        assert main([*_files(tmp_path), "--fam-x", *words]) == 2
+        err = capsys.readouterr().err
+        assert "error: --fam-x: " in err and "fam_x" in err and says in err
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        unregister_family("fam_x")
