@@ -65,14 +65,6 @@ __all__ = [
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
-#: keywords of the surfaces that are no family switch: a family cannot take one of these names
-RESERVED = frozenset(
-    (
-        "real", "fake", "k_precision_recall", "k_density_coverage", "ball", "per_sample", "error_bars", "dtype",
-        "block_bytes", "test", "per_class", "closest_pairs", "protocol", "reset_real_features", "knn_dtype",
-    )
-)  # fmt: skip
-
 
 _REGISTRY: Dict[str, Family] = {}
 
@@ -210,11 +202,6 @@ def register_family(
         pass_asks=pass_asks, from_pass=from_pass, engine=engine, min_real=min_real, min_fake=min_fake,
         per_sample=per_sample, other_keys=other_keys, replace=replace, builtin=_builtin,
     )  # fmt: skip
-    if name in RESERVED:
-        raise ValueError(
-            f"Expected argument `name` of register_family to be a new keyword, but {name!r} is an option of every "
-            f"surface"
-        )
     if name in _REGISTRY and not replace:
         raise ValueError(
             f"Expected argument `name` of register_family to be a new family, but {name!r} is registered (pass "
