@@ -177,9 +177,10 @@ class PRDCallback(PRDCallbackCore, pl.Callback):
             built from ``weights``), the metric's k, ball and score families (``GenerativeMetrics(protocol=...)``),
             ``num_samples`` and ``num_real`` where it names those counts, at once. What counts as explicit
             (:mod:`~lightning_prd.callback.protocol`): ``num_samples``/``num_real`` given (not None) must equal
-            the protocol's counts; a ``metric`` dict option at its default takes the protocol's value; a
-            ``feature_extractor`` must name the protocol's network. A contradiction raises ``ValueError``
-            naming the argument, its value, the protocol and the protocol's value. Example:
+            the protocol's counts; a ``metric`` dict option left out takes the protocol's value (one written
+            out, even at its default, is explicit); a ``feature_extractor`` must name the protocol's network. A
+            contradiction raises ``ValueError`` naming the argument, its value, the protocol and the protocol's
+            value. Example:
             ``PRDCallback("data/ffhq", protocol="pr50k3", weights="vgg16.pt")``: NVlabs' VGG-16, k = 3,
             closed balls, 50,000 generated against the first 50,000 real images.
         weights: the weights file of the protocol's network (checked to be the protocol's file: its name or

@@ -13,8 +13,9 @@ equal them (a protocol that names no count, e.g. ``"fid"``'s real set, leaves th
 dict ``{"name": ..., **options}`` whose options agree with the protocol's; the name may be left out of the dict,
 e.g. ``{"random_init": True}``); a module or callable is refused, as its weights cannot be checked. A protocol
 without a network (``"prdc"``) takes any extractor. The metric's options follow
-:func:`~lightning_prd.protocols.resolve_arguments` (an option at its default takes the protocol's value). Every
-contradiction raises ``ValueError`` naming the argument, its value, the protocol and the protocol's value.
+:func:`~lightning_prd.protocols.resolve_arguments` (a left-out option takes the protocol's value; one given,
+even equal to its default, is explicit). Every contradiction raises ``ValueError`` naming the argument, its
+value, the protocol and the protocol's value.
 
 Without a protocol, ``weights`` goes to an extractor given by name: ``feature_extractor="vgg16",
 weights=PATH`` is ``feature_extractor={"name": "vgg16", "weights": PATH}``.

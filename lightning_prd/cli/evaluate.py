@@ -60,7 +60,8 @@ from lightning_prd.cli.protocol import (
 )
 from lightning_prd.cli.reference import BY_CONTENT, load_set
 from lightning_prd.features.registry import UnknownExtractorError
-from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.families import families, get_family
+from lightning_prd.functional.engine.family_scores import FamilyError
 from lightning_prd.protocols import Protocol, get_protocol
 
 #: one generated set's results: its scalar scores, its curves, and its per-class scores (None without labels)
@@ -141,6 +142,8 @@ class _Scorer:
         try:
             with tile_progress(bar.update):
                 result = self.metric.compute()
+        except FamilyError as err:  # a registry family's compute: named by its flag
+            raise FamilyError(err.family, f"{get_family(err.family).flag}: {err}") from err
         finally:
             bar.close()
             self.metric.reset()

@@ -69,10 +69,15 @@ def parse_options(flag: str, words: Sequence[str]) -> Dict[str, Any]:
 
 
 def family_switches(args: argparse.Namespace) -> Dict[str, Any]:
-    """The switches of the families whose flag was given: ``True`` (its defaults) or its options dict."""
+    """The switches of the families whose flag was given: ``True`` (its defaults) or its options dict, each
+    checked by its family (``ValueError`` naming the flag)."""
     out: Dict[str, Any] = {}
     for family in record_families():
         words = getattr(args, f"family:{family.name}", None)
         if words is not None:
             out[family.name] = parse_options(family.flag, words) if words else True
+            try:
+                family.options(out[family.name])
+            except ValueError as err:
+                raise ValueError(f"{family.flag}: {err}") from None
     return out

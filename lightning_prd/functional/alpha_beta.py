@@ -68,7 +68,7 @@ from lightning_prd.functional.knn.shard import Shard
 #: contained at any level in ``[0, 1]`` (any value above 1 means "never").
 NEVER = 2.0
 
-_PER_SAMPLE_KEYS = (
+PER_SAMPLE_KEYS = (
     "real_distance_to_real_center",
     "fake_distance_to_real_center",
     "fake_distance_to_fake_center",
@@ -420,7 +420,7 @@ def alpha_beta_masks(result: Dict[str, Tensor], *, alpha: float = 1.0, beta: flo
     """
     for name, value in (("alpha", alpha), ("beta", beta)):
         check_real(value, name, low=0.0, high=1.0)
-    if not isinstance(result, dict) or any(key not in result for key in _PER_SAMPLE_KEYS):
+    if not isinstance(result, dict) or any(key not in result for key in PER_SAMPLE_KEYS):
         raise ValueError(
             "Expected argument `result` to be the dict returned by "
             "`alpha_precision_beta_recall(..., return_per_sample=True)`"

@@ -111,10 +111,10 @@ class GenerativeMetrics(FeatureMetric):
             None. It sets the options that act on features: ``k_precision_recall``, ``k_density_coverage``,
             ``ball``, and which families run (its scores on; ``prd``, ``alpha_beta``, ``probabilistic``,
             ``pr_cover`` and, where it does not report them, ``frechet`` and ``cmmd`` off); the options it does not
-            name (``kid``, ``vendi``, ...) stay as given. An argument counts as explicit when its value differs
-            from this signature's default; an explicit value that contradicts the protocol raises ``ValueError``
-            naming the argument, its value, the protocol and the protocol's value (a value at its default takes
-            the protocol's, so a LightningCLI YAML that writes out every default still works). The extractor and
+            name (``kid``, ``vendi``, ...) stay as given. An argument counts as explicit when it is given at all,
+            even equal to this signature's default (only a left-out argument takes the protocol's value); an
+            explicit value that contradicts the protocol raises ``ValueError`` naming the argument, its value, the
+            protocol and the protocol's value. The extractor and
             sample counts are the caller's (the callback's and ``lightning-prd evaluate``'s ``protocol``); the
             Inception Score and sFID of the ``"fid"`` protocols come from the Inception logits and spatial
             features, not from this metric.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
+from lightning_prd.functional.alpha_beta import PER_SAMPLE_KEYS as ALPHA_BETA_PER_SAMPLE
 from lightning_prd.functional.cmmd import SCALE, SIGMA
 from lightning_prd.functional.data_copying import CELL_THRESHOLD, NUM_CELLS, PCA_DIM
 from lightning_prd.functional.fld import BATCH_SIZE, GEN_SIZE, LR, NUM_EPOCHS
@@ -72,6 +73,7 @@ def register_builtins(register: Callable[..., Any]) -> None:
         "the PRD curve's best recall-weighted and precision-weighted F-scores (Sajjadi et al. 2018)",
         "metrics/prd.md",
         defaults=dict(num_clusters=20, num_angles=1001, num_runs=10, seed=0, enforce_balance="subsample", beta=8),
+        other_keys=("prd_precision", "prd_recall"),
     )
     _engine(
         "alpha_beta",
@@ -79,6 +81,7 @@ def register_builtins(register: Callable[..., Any]) -> None:
         "integrated alpha-precision and beta-recall curves (Alaa et al. 2022)",
         "metrics/alpha-beta.md",
         defaults=dict(num_alphas=30, k=5),
+        other_keys=("alphas", "alpha_precision_curve", "beta_recall_curve", *ALPHA_BETA_PER_SAMPLE),
     )
     _engine(
         "authenticity",
@@ -101,6 +104,7 @@ def register_builtins(register: Callable[..., Any]) -> None:
         "unbiased polynomial-kernel MMD² over random subsets (Bińkowski et al. 2018)",
         "metrics/kid.md",
         defaults=dict(subsets=100, subset_size=1000, degree=3, gamma=None, coef=1.0, seed=0),
+        other_keys=("kid_std",),
     )
     _engine(
         "vendi",
@@ -129,6 +133,7 @@ def register_builtins(register: Callable[..., Any]) -> None:
         "the Fréchet distance extrapolated to infinitely many samples (Chong & Forsyth 2020)",
         "metrics/fd-infinity.md",
         defaults=dict(num_points=NUM_POINTS, min_size=None, max_size=None, seed=0),
+        other_keys=("frechet_distance_infinity_sizes", "frechet_distance_infinity_values"),
     )
     _engine(
         "data_copying",
@@ -156,4 +161,5 @@ def register_builtins(register: Callable[..., Any]) -> None:
         {},
         "per generated sample: the realism score (Kynkäänniemi et al. 2019)",
         "metrics/precision-recall.md",
+        per_sample=("realism",),
     )

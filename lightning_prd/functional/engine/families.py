@@ -43,6 +43,7 @@ import re
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from lightning_prd.functional.engine import family_rules as rules
 from lightning_prd.functional.engine.family import Direction, Family, PassAsks, check_direction
 
 __all__ = [
@@ -64,14 +65,6 @@ __all__ = [
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
-#: keywords of the surfaces that are no family switch: a family cannot take one of these names
-RESERVED = frozenset(
-    (
-        "real", "fake", "k_precision_recall", "k_density_coverage", "ball", "per_sample", "error_bars", "dtype",
-        "block_bytes", "test", "per_class", "closest_pairs", "protocol", "reset_real_features", "knn_dtype",
-    )
-)  # fmt: skip
-
 
 _REGISTRY: Dict[str, Family] = {}
 
@@ -82,17 +75,13 @@ ENTRY_POINT_GROUP = "lightning_prd.families"
 _loaded: Dict[str, bool] = {}
 
 #: keywords a torchmetrics ``Metric`` takes itself (``GenerativeMetrics`` passes them on)
-METRIC_KEYWORDS = frozenset(
-    (
-        "compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
-        "sync_on_compute", "compute_with_cache",
-    )
-)  # fmt: skip
+METRIC_KEYWORDS = rules.METRIC_KEYWORDS
 
 
 def load_entry_points() -> List[str]:
-    """Call every entry point of :data:`ENTRY_POINT_GROUP` once (a failing one is named in a warning and
-    skipped); returns the names called by this call."""
+    """Call every entry point of :data:`ENTRY_POINT_GROUP` once (one that fails in any way, ``SystemExit``
+    included, is named in a warning and skipped; only ``KeyboardInterrupt`` goes on); returns the names called by
+    this call."""
     from importlib.metadata import entry_points
 
     called = []
@@ -103,7 +92,9 @@ def load_entry_points() -> List[str]:
         _loaded[key] = True
         try:
             point.load()()
-        except Exception as err:  # another package's bug must not stop the caller
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # noqa: BLE001 - another package's bug (sys.exit too) must not stop the caller
             warnings.warn(
                 f"score family entry point {key!r} ({ENTRY_POINT_GROUP}) failed and is skipped: "
                 f"{type(err).__name__}: {err}",
@@ -165,57 +156,95 @@ def register_family(
     min_real: Optional[Callable[[Dict[str, Any]], int]] = None,
     min_fake: Optional[Callable[[Dict[str, Any]], int]] = None,
     per_sample: Sequence[str] = (),
+    other_keys: Sequence[str] = (),
     replace: bool = False,
     _builtin: bool = False,
 ) -> Family:
     """Register a score family; it is then a switch of every surface (module docstring).
 
+    Every argument is checked here, each refusal a ``ValueError`` naming it (:mod:`.family_rules`).
+
     Args:
-        name: the switch's keyword: lower case letters, digits and ``_``, starting with a letter; not a
-            keyword the surfaces already take (``k_precision_recall``, ``ball``, ...).
+        name: the switch's keyword: lower case letters, digits and ``_``, starting with a letter (the whole
+            string); not a keyword a surface already takes (``k_precision_recall``, ``ball``, ``compute_on_cpu``,
+            ...: read from their signatures).
         compute: ``compute(real, fake, **options) -> {key: 0-dim tensor}`` on the whole feature sets (under DDP
             the gathered ones: the result equals one process's). Needed unless ``from_pass`` or ``engine``.
-        outputs: ``{key: "higher" | "lower" | "none" | target}``: every scalar key ``compute`` returns.
-        defaults: the options and their defaults (``<name>=True`` asks for them; a dict overrides some).
-        check: validates an options dict (raise ``ValueError`` naming the option); returns the options.
+        outputs: ``{key: "higher" | "lower" | "none" | target}``: every scalar key ``compute`` returns; each key
+            a score name (NFKC, no white space or control characters, non-empty) that no family, option or the
+            callback's record uses.
+        defaults: the options (keyword names) and their defaults (``<name>=True`` asks for them; a dict
+            overrides some).
+        check: a callable that validates an options dict (raise ``ValueError`` naming the option) and returns
+            the options.
         meaning: one line for tables and docs.
-        per_class: also compute the family per class (with ``per_class=True``).
-        docs: the page describing it.
-        pass_asks, from_pass: a family read from the shared k-NN pass instead of ``compute``.
+        per_class: a bool: also compute the family per class (with ``per_class=True``).
+        docs: the page describing it (a string), or None.
+        pass_asks, from_pass: callables of a family read from the shared k-NN pass instead of ``compute``.
         engine: computed by the package's own engine (built-in families only).
-        min_real, min_fake: the fewest real / generated samples its options need.
-        per_sample: keys of per-sample outputs (not logged as scalars).
-        replace: replace a family of the same name (otherwise that raises).
+        min_real, min_fake: callables ``f(options) -> int``: the fewest real / generated samples its options need.
+        per_sample: keys of per-sample outputs (not logged as scalars), score names as ``outputs``' keys.
+        other_keys: the other keys its results hold (curves, spreads), score names as ``outputs``' keys.
+        replace: a bool: replace a family of the same name (otherwise that raises).
 
     Returns:
         The :class:`Family` record.
     """
     if not _builtin:
         _builtins()  # a user family's outputs are checked against the package's
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
-            f"Expected argument `name` to be lower case letters, digits and '_' starting with a letter, but got "
-            f"{name!r}"
+            f"Expected argument `name` of register_family to be lower case letters, digits and '_' starting with "
+            f"a letter, but got {name!r}"
         )
-    if name in RESERVED:
-        raise ValueError(f"Expected argument `name` to be a new keyword, but {name!r} is an option of every surface")
+    _check_types(
+        compute=compute, defaults=defaults, check=check, meaning=meaning, per_class=per_class, docs=docs,
+        pass_asks=pass_asks, from_pass=from_pass, engine=engine, min_real=min_real, min_fake=min_fake,
+        per_sample=per_sample, other_keys=other_keys, replace=replace, builtin=_builtin,
+    )  # fmt: skip
     if name in _REGISTRY and not replace:
-        raise ValueError(f"Expected argument `name` to be a new family, but {name!r} is registered (pass replace=True)")
+        raise ValueError(
+            f"Expected argument `name` of register_family to be a new family, but {name!r} is registered (pass "
+            f"replace=True)"
+        )
     if name in _REGISTRY and _REGISTRY[name].builtin and not _builtin:
-        raise ValueError(f"Expected argument `name` to be a new family, but {name!r} is a built-in family")
+        raise ValueError(
+            f"Expected argument `name` of register_family to be a new family, but {name!r} is a built-in family"
+        )
+    if not _builtin and name not in _REGISTRY and name in rules.surface_keywords():
+        raise ValueError(
+            f"Expected argument `name` of register_family to be a new keyword, but {name!r} is a keyword of the "
+            f"function, the Metric or the callback (an option of every surface)"
+        )
     if not engine and from_pass is None and not callable(compute):
-        raise ValueError(f"Expected argument `compute` to be a callable (real, fake, **options), but got {compute!r}")
+        raise ValueError(
+            f"Expected argument `compute` of register_family to be a callable (real, fake, **options), but got "
+            f"{compute!r}"
+        )
     if from_pass is not None and pass_asks is None:
-        raise ValueError("Expected argument `pass_asks` with `from_pass`: what the family asks of the k-NN pass")
+        raise ValueError(
+            "Expected argument `pass_asks` of register_family with `from_pass`: what the family asks of the k-NN pass"
+        )
     if not isinstance(outputs, Mapping):
-        raise ValueError(f"Expected argument `outputs` to be a dict {{key: direction}}, but got {outputs!r}")
+        raise ValueError(
+            f"Expected argument `outputs` of register_family to be a dict {{key: direction}}, but got {outputs!r}"
+        )
+    if not _builtin:
+        for key in outputs:
+            rules.check_score_name(key, "outputs")
     checked = {str(key): check_direction(str(key), way) for key, way in outputs.items()}
     taken = {key: fam.name for fam in _REGISTRY.values() if fam.name != name for key in fam.outputs}
     clash = sorted(key for key in checked if key in taken)
     if clash:
         raise ValueError(
-            f"Expected argument `outputs` to name new scores, but {clash} are outputs of family {taken[clash[0]]!r}"
+            f"Expected argument `outputs` of register_family to name new scores, but {clash} are outputs of "
+            f"family {taken[clash[0]]!r}"
         )
+    if not _builtin:
+        used = rules.used_keys(_REGISTRY.values(), name)
+        rules.check_output_keys(checked, "outputs", used)
+        for argument, keys in (("per_sample", per_sample), ("other_keys", other_keys)):
+            rules.check_output_keys([rules.check_score_name(key, argument) for key in keys], argument, used)
     family = Family(
         name=name,
         outputs=checked,
@@ -232,9 +261,47 @@ def register_family(
         docs=docs,
         builtin=_builtin,
         per_sample=tuple(per_sample),
+        other_keys=tuple(other_keys),
     )
     _REGISTRY[name] = family
     return family
+
+
+def _check_types(**arguments: Any) -> None:
+    """The type of each argument of :func:`register_family` (``name`` and ``outputs`` aside), a ``ValueError``
+    naming the first wrong one."""
+    is_bool = ("per_class", "replace")
+    callables = ("check", "pass_asks", "from_pass", "min_real", "min_fake")
+    for argument in is_bool:
+        value = arguments[argument]
+        rules.check_type(argument, value, isinstance(value, bool), "a bool")
+    engine = arguments["engine"]
+    rules.check_type("engine", engine, engine is False or (engine is True and arguments["builtin"]),
+                     "False (engine=True is for the package's own families)")  # fmt: skip
+    for argument in callables:
+        value = arguments[argument]
+        rules.check_type(argument, value, value is None or callable(value), "a callable or None")
+    compute = arguments["compute"]
+    rules.check_type("compute", compute, compute is None or callable(compute), "a callable (real, fake, **options)")
+    defaults = arguments["defaults"]
+    rules.check_type(
+        "defaults",
+        defaults,
+        defaults is None
+        or (isinstance(defaults, Mapping) and all(isinstance(k, str) and k.isidentifier() for k in defaults)),
+        "a dict {option: default} with keyword (identifier) names",
+    )
+    rules.check_type("meaning", arguments["meaning"], isinstance(arguments["meaning"], str), "a string")
+    docs = arguments["docs"]
+    rules.check_type("docs", docs, docs is None or isinstance(docs, str), "a string or None")
+    for argument in ("per_sample", "other_keys"):
+        keys = arguments[argument]
+        rules.check_type(
+            argument,
+            keys,
+            isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys),
+            "a list or tuple of keys (strings)",
+        )
 
 
 def unregister_family(name: str) -> None:

@@ -47,6 +47,7 @@ class Family:
         docs: the docs page that describes it.
         builtin: registered by the package.
         per_sample: keys of per-sample (non-scalar) outputs.
+        other_keys: the other keys its results hold (curves, spreads): no scores, but no other family's key.
     """
 
     name: str
@@ -64,6 +65,7 @@ class Family:
     docs: Optional[str] = None
     builtin: bool = False
     per_sample: Sequence[str] = ()
+    other_keys: Sequence[str] = ()
 
     @property
     def flag(self) -> str:
@@ -88,7 +90,8 @@ class Family:
 
     def options(self, value: Any) -> Optional[Dict[str, Any]]:
         """The checked options of a switch: ``False``/``None`` -> None (off), ``True`` -> the defaults, a dict
-        -> the defaults it overrides. ``ValueError`` names the family and the option."""
+        -> the defaults it overrides. ``ValueError`` names the family and the option (an error of ``check`` other
+        than ``ValueError``: the family and its options)."""
         if value is False or value is None:
             return None
         if value is True:
@@ -108,6 +111,10 @@ class Family:
                 options = dict(self.check(options))
             except ValueError as err:
                 raise ValueError(f"{err} (an option of `{self.name}`)") from None
+            except Exception as err:  # noqa: BLE001 - a check's own error, named with the family and its options
+                raise ValueError(
+                    f"The `check` of family {self.name!r} failed with options {options}: {type(err).__name__}: {err}"
+                ) from err
         return options
 
 
