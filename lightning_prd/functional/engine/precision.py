@@ -34,6 +34,7 @@ from typing import Any, Iterator, List, Tuple, Union
 import torch
 
 from lightning_prd.functional.knn import ieee_float32
+from lightning_prd.functional.knn.tiling import ieee_settings
 
 #: the device types whose autocast state is checked (each one that has autocast in this torch)
 AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "hpu", "xla")
@@ -103,14 +104,8 @@ def ieee_convolutions() -> Iterator[None]:
     restored after. Process-wide state, like :func:`~lightning_prd.functional.knn.ieee_float32`."""
     settings = _conv_settings()
     if settings:
-        saved = [s.fp32_precision for s in settings]
-        try:
-            for s in settings:
-                s.fp32_precision = "ieee"
+        with ieee_settings(settings):
             yield
-        finally:
-            for s, value in zip(settings, saved):
-                s.fp32_precision = value
         return
     before = torch.backends.cudnn.allow_tf32  # torch < 2.9: the legacy flag
     torch.backends.cudnn.allow_tf32 = False

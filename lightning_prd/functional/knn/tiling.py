@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -201,15 +201,22 @@ def ieee_float32() -> Iterator[None]:
         finally:
             torch.set_float32_matmul_precision(before)
         return
-    backends = [torch.backends.cuda.matmul, torch.backends.mkldnn.matmul]  # type: ignore[attr-defined]
-    saved = [b.fp32_precision for b in backends]
+    with ieee_settings([torch.backends.cuda.matmul, torch.backends.mkldnn.matmul]):  # type: ignore[attr-defined]
+        yield
+
+
+@contextmanager
+def ieee_settings(settings: Sequence[Any]) -> Iterator[None]:
+    """Per-backend settings (objects with ``fp32_precision``: the CUDA and oneDNN matmuls, cuDNN's and oneDNN's
+    convolutions) set to ``"ieee"`` inside the block, each restored to its own value after it."""
+    saved = [s.fp32_precision for s in settings]
     try:
-        for b in backends:
-            b.fp32_precision = "ieee"
+        for s in settings:
+            s.fp32_precision = "ieee"
         yield
     finally:
-        for b, value in zip(backends, saved):
-            b.fp32_precision = value
+        for s, value in zip(settings, saved):
+            s.fp32_precision = value
 
 
 def sq_tile(
