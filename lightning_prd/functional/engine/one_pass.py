@@ -9,20 +9,19 @@ families, :class:`KernelSums`). The public functions and the Metric classes turn
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes, check_min_samples, same_features
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import mean64
-from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.cover import Cover
 from lightning_prd.functional.knn.kernel import KernelSum
 from lightning_prd.functional.knn.points import unscreened
-from lightning_prd.functional.knn.reduction import TileReduction
 from lightning_prd.functional.knn.self_pass import LooseRadius
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.workspace import pass_workspace
@@ -152,29 +151,20 @@ def knn_pass(real: Any, fake: Any, **options: Any) -> PassResult:
 @pass_workspace()  # scratch buffers kept for the whole pass (no page faults per chunk)
 def run_pass(
     sets: FeatureSets,
+    request: Optional[PassRequest] = None,
     *,
-    member_ks: Sequence[int] = (),
-    recall_ks: Sequence[int] = (),
-    realism_k: Optional[int] = None,
-    nearest: Union[bool, str] = False,
-    extra_real_ks: Sequence[int] = (),
-    fake_values: Optional[Tensor] = None,
-    value_ks: Sequence[int] = (),
-    cover: Optional[Tuple[int, int]] = None,
-    soft: Optional[Tuple[int, float, bool]] = None,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
-    ball: str = "closed",
-    kernel_gamma: Optional[float] = None,
-    clipped: Optional[ClippedBalls] = None,
-    reductions: Sequence[TileReduction] = (),
+    **asks: Any,
 ) -> PassResult:
     """Run the k-NN passes that the requested reductions need, once, on checked sets (no validation here).
 
     Args:
         sets: the ``[N, D]`` real and ``[M, D]`` generated features, checked.
+        request: what to compute (:class:`~.request.PassRequest`); or its fields as keywords (``extra_real_ks``
+            for ``real_ks``), described here:
         member_ks: k of the real balls for precision / density / coverage.
         recall_ks: k of the generated balls for recall.
         realism_k: k of the (median-pruned) real balls for the realism score.
@@ -204,9 +194,18 @@ def run_pass(
         reductions: further reductions of the cross tiles (:mod:`.knn.reduction`; the ``k`` of their
             real balls go with ``extra_real_ks``), each one's result in ``cross.reduced[name]``.
     """
+    if request is None:
+        if "extra_real_ks" in asks:
+            asks["real_ks"] = asks.pop("extra_real_ks")
+        request = PassRequest(**asks)
+    elif asks:
+        raise TypeError(f"run_pass takes either a PassRequest or its fields, but got both ({sorted(asks)})")
+    member_ks, recall_ks, realism_k, nearest = request.member_ks, request.recall_ks, request.realism_k, request.nearest
+    extra_real_ks, fake_values, value_ks, cover = request.real_ks, request.fake_values, request.value_ks, request.cover
+    soft, kernel_gamma, clipped, reductions = request.soft, request.kernel_gamma, request.clipped, request.reductions
     real, fake = sets.real, sets.fake
     block_bytes = check_block_bytes(block_bytes)
-    ball = check_ball(ball)
+    ball = check_ball(request.ball)
     cdt = sets.compute_dtype(dtype)
     if kernel_gamma is not None and kernel_gamma > torch.finfo(cdt).max:  # sigma below ~4e-20: float64 tiles
         cdt = torch.float64
