@@ -366,3 +366,6 @@ def _builtins() -> None:
         from lightning_prd.functional.engine.builtin_families import register_builtins
 
         register_builtins(register_family)
+        from lightning_prd.functional import families as family_modules
+
+        family_modules.load()
