@@ -48,6 +48,10 @@ class Family:
         builtin: registered by the package.
         per_sample: keys of per-sample (non-scalar) outputs.
         other_keys: the other keys its results hold (curves, spreads): no scores, but no other family's key.
+        keyword: the surfaces' keyword of its switch (its name, or ``k_precision_recall`` for a valued switch).
+        value_option: the option a plain value of the keyword sets (``"k"``: ``k_precision_recall=3``;
+            ``None`` switches it off), or None for a ``True``/dict switch.
+        needs_test: it scores against a held-out real set ``test``.
     """
 
     name: str
@@ -66,11 +70,42 @@ class Family:
     builtin: bool = False
     per_sample: Sequence[str] = ()
     other_keys: Sequence[str] = ()
+    keyword: str = ""
+    value_option: Optional[str] = None
+    needs_test: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.keyword:
+            object.__setattr__(self, "keyword", self.name)
 
     @property
     def flag(self) -> str:
-        """The command line's flag of this family."""
-        return "--" + self.name.replace("_", "-")
+        """The command line's flag of this family: its keyword with dashes."""
+        return "--" + self.keyword.replace("_", "-")
+
+    @property
+    def switch_on(self) -> Any:
+        """The keyword's value that switches the family on with its defaults (``True``, or the default of its
+        :attr:`value_option`: ``k_precision_recall=3``)."""
+        return True if self.value_option is None else self.defaults[self.value_option]
+
+    @property
+    def switch_off(self) -> Any:
+        """The keyword's value that switches the family off (``False``, or ``None`` for a valued keyword)."""
+        return False if self.value_option is None else None
+
+    def switch(self, options: Mapping[str, Any]) -> Any:
+        """The keyword's value that switches the family on with ``options`` (a dict, or the value of its
+        :attr:`value_option`)."""
+        return dict(options) if self.value_option is None else options[self.value_option]
+
+    def cli_args(self, options: Optional[Mapping[str, Any]] = None) -> list:
+        """The command line's arguments that switch the family on with ``options`` (its defaults when None):
+        ``--k-precision-recall 3``, ``--kid subsets=10``."""
+        if self.value_option is not None:
+            value = self.defaults[self.value_option] if options is None else options[self.value_option]
+            return [self.flag, str(value)]
+        return [self.flag, *(f"{key}={value!r}" for key, value in (options or {}).items())]
 
     @property
     def joins_pass(self) -> bool:
