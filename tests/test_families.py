@@ -107,7 +107,7 @@ def test_the_metric_with_batched_updates_equals_the_function(family):
         metric.update(part, real=False)
     out = metric.compute()
     assert torch.equal(out["mean_gap"], generative_metrics(REAL, FAKE, mean_gap={"power": 2.0}, **OFF)["mean_gap"])
-    assert metric.plan.families == {"mean_gap": {"power": 2.0}}
+    assert metric.plan.options_of("mean_gap") == {"power": 2.0}
     with pytest.raises(ValueError, match="an option of `mean_gap`"):
         GenerativeMetrics(mean_gap={"power": 0})
 

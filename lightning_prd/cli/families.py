@@ -23,7 +23,7 @@ import ast
 import warnings
 from typing import Any, Dict, Sequence
 
-from lightning_prd.functional.engine.families import ENTRY_POINT_GROUP, Family, load_entry_points, record_families
+from lightning_prd.functional.engine.families import ENTRY_POINT_GROUP, Family, load_entry_points, switch_families
 
 __all__ = ["ENTRY_POINT_GROUP", "add_family_flags", "family_switches", "load_entry_points", "parse_options"]
 
@@ -39,7 +39,9 @@ def add_family_flags(p: argparse.ArgumentParser) -> None:
     """One flag per :func:`record_families` family; a family whose flag the command already has is named in a
     warning and gets none (it stays usable from Python)."""
     taken = {s for action in p._actions for s in action.option_strings}
-    for family in record_families():
+    for family in switch_families():
+        if family.builtin and family.flag in taken:
+            continue
         if family.flag in taken:
             warnings.warn(
                 f"score family {family.name!r} gets no flag: {family.flag} is a flag of the command", stacklevel=2
@@ -72,7 +74,7 @@ def family_switches(args: argparse.Namespace) -> Dict[str, Any]:
     """The switches of the families whose flag was given: ``True`` (its defaults) or its options dict, each
     checked by its family (``ValueError`` naming the flag)."""
     out: Dict[str, Any] = {}
-    for family in record_families():
+    for family in switch_families():
         words = getattr(args, f"family:{family.name}", None)
         if words is not None:
             out[family.name] = parse_options(family.flag, words) if words else True

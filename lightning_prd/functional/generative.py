@@ -15,84 +15,23 @@ pass), :func:`.top_precision_recall`, :func:`.kernel_inception_distance` and :fu
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Hashable, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.alpha_beta import (
-    _authentic_from_pass,
-    alpha_beta_from_pass,
-    fake_centre_distance,
-)
-from lightning_prd.functional.clipped import clipped_from_pass, pass_options
-from lightning_prd.functional.cmmd import (
-    cmmd_from_pass,
-    gamma_of,
-)
-from lightning_prd.functional.density_coverage import (
-    coverage_from_pass,
-    density_from_pass,
-)
-from lightning_prd.functional.engine.family_scores import family_scores
+from lightning_prd.functional.engine.context import ScoreContext
 from lightning_prd.functional.engine.one_pass import PassResult, RealSide, run_pass
-from lightning_prd.functional.engine.plan import (
-    ALPHA_BETA_DEFAULTS,
-    CLIPPED_DEFAULTS,
-    CMMD_DEFAULTS,
-    KID_DEFAULTS,
-    PR_COVER_DEFAULTS,
-    PRD_DEFAULTS,
-    PROBABILISTIC_DEFAULTS,
-    SYMMETRIC_DEFAULTS,
-    TOP_PR_DEFAULTS,
-    VENDI_DEFAULTS,
-    Plan,
-    check_sizes,
-    family_options,
-    joined_ks,
-    make_plan,
-    plan_of,
-)
+from lightning_prd.functional.engine.plan import Plan, fitted, make_plan, plan_of
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed, default, resolve
-from lightning_prd.functional.frechet import frechet_of
-from lightning_prd.functional.held_out import check_held_out_test, held_out_scores
-from lightning_prd.functional.kid import kid_scores, kid_summary
-from lightning_prd.functional.knn.clipped import ClippedBalls
+from lightning_prd.functional.held_out import check_held_out_test
 from lightning_prd.functional.knn.shard import Shard
-from lightning_prd.functional.pr_cover import cover_from_pass
-from lightning_prd.functional.prd import prd_curve_of, prd_f_beta
-from lightning_prd.functional.precision_recall import (
-    precision_from_pass,
-    recall_from_pass,
-)
-from lightning_prd.functional.probabilistic import probabilistic_from_pass
-from lightning_prd.functional.symmetric import symmetric_from_pass
-from lightning_prd.functional.top_pr import top_pr_scores
-from lightning_prd.functional.uncertainty import split_spread
-from lightning_prd.functional.vendi import vendi_of
 
-__all__ = [
-    "ALPHA_BETA_DEFAULTS",
-    "CLIPPED_DEFAULTS",
-    "CMMD_DEFAULTS",
-    "KID_DEFAULTS",
-    "PRD_DEFAULTS",
-    "PROBABILISTIC_DEFAULTS",
-    "PR_COVER_DEFAULTS",
-    "SYMMETRIC_DEFAULTS",
-    "TOP_PR_DEFAULTS",
-    "VENDI_DEFAULTS",
-    "Plan",
-    "generative_metrics",
-    "make_plan",
-    "scores_from_plan",
-]
-
-#: the engine's tile memory budget
+__all__ = ["Plan", "generative_metrics", "make_plan", "scores_from_plan"]
 
 
 def scores_from_plan(
@@ -103,115 +42,36 @@ def scores_from_plan(
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
-    vendi_real: Optional[Tensor] = None,
+    real_memo: Optional[Dict[Hashable, Any]] = None,
     test: Optional[Any] = None,
 ) -> Tuple[Dict[str, Tensor], Optional[PassResult]]:
-    """The scores of ``plan`` on checked sets, and the k-NN pass (None when no k-NN score is asked).
+    """The scores of ``plan`` on checked sets, and the k-NN pass (None when no family asked for one).
 
-    Nothing below validates the sets again: the pass, PRD, Fréchet, KID, Vendi and TopP&R take them as they are.
+    Each switched-on family's record, in table order: ``fit`` checks its options against the set sizes (before
+    any work), ``ask`` adds what it needs to the one :class:`~.engine.request.PassRequest` of the shared pass,
+    which runs once, and ``read`` gives its scores (:class:`~.engine.context.ScoreContext`). Nothing below
+    validates the sets again.
 
-    ``vendi_real``: the real set's Vendi score with ``plan.vendi``'s options, when already known.
-    ``test``: the held-out real set of ``plan.data_copying`` and ``plan.fld`` (:mod:`.held_out`).
+    ``real_memo``: values of the real set alone kept by the caller while its real set stays the same (the real
+    set's Vendi score). ``test``: the held-out real set of the families that need one (:mod:`.held_out`).
     """
-    real, fake = sets.real, sets.fake
-    check_sizes(plan, real, fake)
-    test = check_held_out_test(plan, real, test)  # before any work
-    k_precision_recall, k_density_coverage, ab = plan.k_precision_recall, plan.k_density_coverage, plan.alpha_beta
-    prob, cover_kc = family_options(plan, real, fake)
-    clip_k, sym_k = joined_ks(plan, real, fake)
-    member = [k for k in (k_precision_recall, k_density_coverage, sym_k) if k is not None]
-    extra_real = [1] if plan.authenticity else []
-    if clip_k is not None:  # its NND_k balls, and the real radii and neighbours up to k + 1
-        clip_member, clip_real = pass_options(clip_k, real.shape[0])
-        member, extra_real = member + clip_member, extra_real + clip_real
-    registered = plan.registered()
-    asks = {fam.name: fam.pass_asks(options) for fam, options in registered if fam.pass_asks is not None}
-    extra_real += [k for ask in asks.values() for k in ask.real_ks]
+    on = fitted(plan, sets.num_real, sets.num_fake)
+    test = check_held_out_test(plan, sets.real, test)  # before any work
+    ctx = ScoreContext(
+        sets, plan, dtype=dtype, block_bytes=block_bytes, real_cache=real_cache, shard=shard, test=test,
+        real_memo=real_memo,
+    )  # fmt: skip
+    request = PassRequest(ball=plan.ball)
+    for family, options in on:
+        if family.ask is not None:
+            request = request.merge(family.ask(ctx, options))
+    if not request.empty:
+        ctx.res = run_pass(sets, request, dtype=dtype, block_bytes=block_bytes, real_cache=real_cache, shard=shard)
     out: Dict[str, Tensor] = {}
-    res: Optional[PassResult] = None
-    joined = prob is not None or cover_kc is not None or plan.cmmd is not None or clip_k is not None or asks
-    if member or plan.realism or plan.authenticity or joined:
-        dist_g = fake_centre_distance(fake) if ab is not None else None
-        res = run_pass(
-            sets,
-            member_ks=member,
-            recall_ks=[k for k in (k_precision_recall, sym_k) if k is not None],
-            realism_k=(k_precision_recall or 3) if plan.realism else None,
-            nearest="fake" if plan.authenticity or sym_k is not None else False,
-            extra_real_ks=extra_real,
-            fake_values=dist_g,
-            value_ks=[ab["k"]] if ab is not None else [],
-            cover=(cover_kc[0], cover_kc[0] * cover_kc[1]) if cover_kc is not None else None,
-            soft=(prob["k"], prob["a"], prob["terms"] == "nearest") if prob is not None else None,
-            dtype=dtype,
-            block_bytes=block_bytes,
-            real_cache=real_cache,
-            shard=shard,
-            ball=plan.ball,
-            kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
-            clipped=ClippedBalls(clip_k, strict=plan.ball == "open") if clip_k is not None else None,
-            reductions=[r for ask in asks.values() for r in ask.reductions],
-        )
-        if plan.cmmd is not None:
-            out["cmmd"] = cmmd_from_pass(res, scale=plan.cmmd["scale"], unbiased=plan.cmmd["unbiased"])
-        if k_precision_recall is not None:
-            out["precision"] = precision_from_pass(res, k_precision_recall)
-            out["recall"] = recall_from_pass(res, k_precision_recall)
-        if k_density_coverage is not None:
-            out["density"] = density_from_pass(res, k_density_coverage)
-            out["coverage"] = coverage_from_pass(res, k_density_coverage)
-        if prob is not None:
-            out["p_precision"], out["p_recall"] = probabilistic_from_pass(res)
-        if cover_kc is not None:
-            out["precision_cover"], out["recall_cover"] = cover_from_pass(res, *cover_kc)
-        if clip_k is not None:
-            out["clipped_density"], out["clipped_coverage"] = clipped_from_pass(res, clip_k, block_bytes)
-        if sym_k is not None:
-            out["sym_precision"], out["sym_recall"] = symmetric_from_pass(res, sym_k, plan.ball)
-        if plan.realism and res.cross.realism is not None:  # realism_k was asked for
-            out["realism"] = res.cross.realism.to(res.dtype)
-        if ab is not None and dist_g is not None:
-            out.update(alpha_beta_from_pass(res, num_alphas=ab["num_alphas"], k=ab["k"]))
-        elif plan.authenticity:
-            out["authenticity"] = _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
-        # make_plan requires both ks for per_sample and error_bars
-        if plan.per_sample and k_precision_recall is not None and k_density_coverage is not None:
-            out["inside_precision"] = res.cross.fake_in_real[k_precision_recall]
-            out["covered"] = res.cross.real_ball_hit[k_density_coverage]
-        if plan.error_bars is not None and k_precision_recall is not None and k_density_coverage is not None:
-            spread = split_spread(
-                sets,
-                num_splits=plan.error_bars,
-                names=("error_bars", "k_precision_recall"),
-                k_precision_recall=k_precision_recall,
-                k_density_coverage=k_density_coverage,
-                dtype=dtype,
-                block_bytes=block_bytes,
-                real_cache=res.real,
-                shard=shard,
-                ball=plan.ball,
-            )
-            out.update({f"{name}_std": v["std"].to(res.dtype) for name, v in spread.items()})
-    if plan.prd is not None:
-        opts = dict(plan.prd)
-        beta = opts.pop("beta")
-        precision, recall = prd_curve_of(sets, **opts)
-        out["f_beta"], out["f_inv_beta"] = prd_f_beta(precision, recall, beta=beta)
-        out["prd_precision"], out["prd_recall"] = precision, recall
-    if plan.frechet:
-        out["frechet_distance"] = frechet_of(sets)
-    if plan.kid is not None:
-        values = kid_scores(sets, **plan.kid, shard=shard)
-        out["kid"], out["kid_std"] = kid_summary(values)
-    if plan.vendi is not None:
-        out["vendi"] = vendi_of(fake, name="fake", **plan.vendi)
-        out["vendi_real"] = vendi_of(real, name="real", **plan.vendi) if vendi_real is None else vendi_real
-    if plan.top_pr is not None:
-        out.update(top_pr_scores(sets, plan.top_pr, block_bytes=block_bytes, shard=shard))
-    out.update(held_out_scores(sets, plan, test, res))
-    for family, options in registered:
-        out.update(family_scores(family, options, sets, res))
-    return out, res
+    for family, options in on:
+        if family.read is not None:
+            out.update(family.read(ctx, options))
+    return out, ctx.res
 
 
 @score_precision()
@@ -358,7 +218,7 @@ def generative_metrics(
             flags); realism, authenticity and α-precision / β-recall do not depend on it.
         preset: None, or a named set of defaults (:data:`~lightning_prd.functional.engine.vocabulary.PRESETS`:
             ``"training"`` adds ``prd`` and ``alpha_beta`` and leaves out ``realism``); a given value wins.
-        families: the switches of the registry's other families, by name: ``rarity`` (the rarity score, Han et
+        families: the switches of the families that are no keyword here, by name: ``rarity`` (the rarity score, Han et
             al. 2023, :func:`.rarity_score`: ``rarity`` ``[M]`` and ``rarity_mean``; True or a dict overriding
             ``k=3``) and every family registered with :func:`~lightning_prd.register_family` (off unless
             asked for; True or a dict of its options).

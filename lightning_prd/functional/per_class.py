@@ -53,6 +53,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -61,11 +62,10 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.families import get_family, registered_options
+from lightning_prd.functional.engine.families import family_of_keyword, get_family, registered_options, switch_families
 from lightning_prd.functional.engine.inputs import (
     check_ball,
     check_block_bytes,
-    check_positive_int,
     distinct_class_keys,
 )
 from lightning_prd.functional.engine.precision import score_precision
@@ -73,10 +73,10 @@ from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed
 from lightning_prd.functional.generative import generative_metrics
 
-__all__ = ["PER_CLASS_SCORES", "distinct_class_keys", "per_class_metrics", "per_class_scalars"]
+__all__ = ["distinct_class_keys", "per_class_metrics", "per_class_scalars"]
 
-#: the scores :func:`per_class_metrics` computes per class, in this order
-PER_CLASS_SCORES = ("precision", "recall", "density", "coverage", "frechet_distance")
+#: the per-class entries that count rows, not scores
+_COUNTS = ("num_real_per_class", "num_fake_per_class")
 
 
 def _labels(value: Any, name: str, rows: int, features: str) -> Tensor:
@@ -180,8 +180,9 @@ def per_class_metrics(
 
         - ``classes``: ``[C]`` int64, the class labels; every ``*_per_class`` entry follows this order;
         - ``<score>_per_class``: ``[C]`` float64 for each computed score of
-          :data:`PER_CLASS_SCORES` (``precision``, ``recall`` with ``k_precision_recall``; ``density``,
-          ``coverage`` with ``k_density_coverage``; ``frechet_distance`` with ``frechet``);
+          per-class family switched on (``precision``, ``recall`` with ``k_precision_recall``; ``density``,
+          ``coverage`` with ``k_density_coverage``; ``frechet_distance`` with ``frechet``; the outputs of
+          ``families``), in table order;
         - ``<score>_mean``: 0-dim float64, the mean over the classes where the score is defined;
         - ``num_real_per_class``, ``num_fake_per_class``: ``[C]`` int64 row counts;
         - with ``k_density_coverage``: ``coverage_min`` (0-dim float64, the lowest coverage; NaN when no class
@@ -205,15 +206,12 @@ def per_class_metrics(
     if unknown:
         raise TypeError(f"per_class_metrics() got unexpected keyword arguments {sorted(unknown)}")
     sets = FeatureSets.check(real, fake)
-    k_precision_recall = (
-        None if k_precision_recall is None else check_positive_int(k_precision_recall, "k_precision_recall")
-    )
-    k_density_coverage = (
-        None if k_density_coverage is None else check_positive_int(k_density_coverage, "k_density_coverage")
-    )
-    if not isinstance(frechet, bool):
-        raise ValueError(f"Expected argument `frechet` to be a bool, but got {frechet!r}")
-    if k_precision_recall is None and k_density_coverage is None and not frechet:
+    given = {name: value for name, value in locals().items() if family_of_keyword(name) is not None}
+    switched = registered_options({**given, **(families or {})})
+    for name in switched:
+        if not get_family(name).per_class:
+            raise ValueError(f"Expected families with per-class scores in `families`, but {name!r} has none")
+    if not switched:
         raise ValueError(
             "Expected at least one score to compute, but `k_precision_recall` and `k_density_coverage` are None "
             "and `frechet=False`"
@@ -224,18 +222,14 @@ def per_class_metrics(
     rl = _labels(real_labels, "real_labels", sets.num_real, "real")
     fl = _labels(fake_labels, "fake_labels", sets.num_fake, "fake")
     labels = _classes(classes, torch.cat([rl, fl]))
-    switched = registered_options(families or {})
-    for name in switched:
-        if not get_family(name).per_class:
-            raise ValueError(f"Expected families with per-class scores in `families`, but {name!r} has none")
-    extra = [(get_family(name), options) for name, options in switched.items()]
-    names = [
-        n
-        for n, on in zip(
-            PER_CLASS_SCORES, (k_precision_recall, k_precision_recall, k_density_coverage, k_density_coverage, frechet)
-        )
-        if on not in (None, False)
-    ] + [key for family, _ in extra for key in family.outputs]
+    on = [(get_family(name), options) for name, options in switched.items()]
+    names = [key for family, _ in on for key in family.per_class_keys]
+    # every family off but the per-class ones that fit a class
+    off = {
+        f.keyword: f.switch_off
+        for f in switch_families()
+        if f.keyword in inspect.signature(generative_metrics).parameters
+    }
     rows: Dict[str, List[float]] = {n: [] for n in names}
     device = sets.real.device
     rl_dev, fl_dev = rl.to(device), fl.to(device)
@@ -245,29 +239,20 @@ def per_class_metrics(
         num_real.append(n_r)
         num_fake.append(n_f)
         row = {n: math.nan for n in names}
-        if n_f == 0 and n_r > 0:  # dropped class: nothing generated covers or recalls it
-            row.update({n: 0.0 for n in ("recall", "coverage") if n in row})
-        if n_r == 0 and n_f > 0:  # class the data lack: no generated sample lies in its (empty) support
-            row.update({n: 0.0 for n in ("precision", "density") if n in row})
-        pr_ok = k_precision_recall is not None and min(n_r, n_f) >= k_precision_recall + 1
-        dc_ok = k_density_coverage is not None and n_r >= k_density_coverage + 1 and n_f >= 1
-        fd_ok = frechet and min(n_r, n_f) >= 2
-        joined: Dict[str, Any] = {f.name: options for f, options in extra if _fits(f, options, n_r, n_f)}
-        if pr_ok or dc_ok or fd_ok or joined:
+        for family, _ in on:
+            if n_f == 0 and n_r > 0:  # dropped class: nothing generated covers or recalls it
+                row.update(family.empty_class.get("no_fake", {}))
+            if n_r == 0 and n_f > 0:  # class the data lack: no generated sample lies in its (empty) support
+                row.update(family.empty_class.get("no_real", {}))
+        fits = {f.keyword: f.switch(options) for f, options in on if _fits(f, options, n_r, n_f)}
+        if fits:
             out = generative_metrics(
                 sets.real[rl_dev == c],
                 sets.fake[fl_dev == c],
-                k_precision_recall=k_precision_recall if pr_ok else None,
-                k_density_coverage=k_density_coverage if dc_ok else None,
-                frechet=fd_ok,
-                realism=False,
-                authenticity=False,
-                probabilistic=False,
-                pr_cover=False,
                 ball=ball,
                 dtype=dtype,
                 block_bytes=block_bytes,
-                **joined,
+                **{**off, **fits},
             )
             row.update({n: float(v) for n, v in out.items() if n in row})
         for n in names:
@@ -279,7 +264,7 @@ def per_class_metrics(
         result[f"{n}_mean"] = torch.nanmean(values).to(device) if len(values) else torch.tensor(math.nan)
     result["num_real_per_class"] = torch.tensor(num_real, dtype=torch.int64, device=device)
     result["num_fake_per_class"] = torch.tensor(num_fake, dtype=torch.int64, device=device)
-    if k_density_coverage is not None:
+    if "coverage" in rows:  # the class the model covers worst
         coverage = torch.tensor(rows["coverage"], dtype=torch.float64)
         defined = ~torch.isnan(coverage)
         if bool(defined.any()):
@@ -339,11 +324,10 @@ def per_class_scalars(
     labels = [int(c) for c in result["classes"].tolist()]
     shown = [str(names.get(c, c)) if names is not None else str(c) for c in labels]
     out: Dict[str, Union[float, int]] = {}
-    for score in PER_CLASS_SCORES:
-        per = result.get(f"{score}_per_class")
-        if per is not None:
-            out.update({f"{score}{sep}{name}": float(v) for name, v in zip(shown, per.tolist())})
-    for score in PER_CLASS_SCORES:
+    scores = [key[: -len("_per_class")] for key in result if key.endswith("_per_class") and key not in _COUNTS]
+    for score in scores:
+        out.update({f"{score}{sep}{name}": float(v) for name, v in zip(shown, result[f"{score}_per_class"].tolist())})
+    for score in scores:
         if f"{score}_mean" in result:
             out[f"{score}_mean"] = float(result[f"{score}_mean"])
     if "coverage_min" in result:

@@ -17,9 +17,10 @@ balls. The radii and memberships are decided exactly (float64 for every pair nea
 per-sample scores are the float64 radii themselves. The score ranks nothing by itself (rarer is not
 better): dashboards and ``lightning-prd runs`` show it without a direction.
 
-The family is registered here through the public :func:`lightning_prd.register_family` (read from the shared
-pass: ``pass_asks`` / ``from_pass``), so ``rarity=True`` or ``rarity={"k": 5}`` switches it on in
-:func:`~lightning_prd.functional.generative_metrics`, :class:`~lightning_prd.GenerativeMetrics`, the callback's
+The family's record (:mod:`lightning_prd.functional.families.rarity`) is registered through the public
+:func:`lightning_prd.register_family` in its short form (``pass_asks`` / ``from_pass``),
+so ``rarity=True`` or ``rarity={"k": 5}`` switches it on in :func:`~lightning_prd.functional.generative_metrics`,
+:class:`~lightning_prd.GenerativeMetrics`, the callback's
 ``metric=`` dict and ``lightning-prd evaluate --rarity [k=5]``.
 """
 
@@ -31,7 +32,6 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.families import PassAsks, register_family
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
 from lightning_prd.functional.engine.precision import score_precision
@@ -97,19 +97,3 @@ def rarity_score(
     res = run_pass(sets, extra_real_ks=[k], dtype=dtype, block_bytes=block_bytes, reductions=[SmallestBall(k)])
     out = rarity_from_pass(res, k)
     return out["rarity"], out["rarity_mean"]
-
-
-register_family(
-    "rarity",
-    outputs={"rarity_mean": "none"},
-    defaults={"k": K},
-    check=check_rarity_options,
-    meaning="radius of the smallest real k-NN ball holding each generated sample (Han et al. 2023)",
-    per_class=True,
-    docs="metrics/rarity.md",
-    pass_asks=lambda options: PassAsks(real_ks=[options["k"]], reductions=[SmallestBall(options["k"])]),
-    from_pass=rarity_from_pass,
-    min_real=lambda options: options["k"] + 1,
-    per_sample=("rarity",),
-    _builtin=True,
-)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Hashable, List, Mapping, Optional, Set, Tuple, Union
 
 import torch
 from torch import Tensor
 from torchmetrics.utilities import rank_zero_warn
 
 from lightning_prd.functional import knn
-from lightning_prd.functional.engine.families import METRIC_KEYWORDS, families, get_family, pop_switches
+from lightning_prd.functional.engine.families import METRIC_KEYWORDS, pop_switches, switch_families
 from lightning_prd.functional.engine.inputs import check_int, same_features
 from lightning_prd.functional.engine.plan import plan_of
 from lightning_prd.functional.engine.sets import FeatureSets
@@ -22,7 +21,6 @@ from lightning_prd.functional.held_out import check_held_out_test, needs_test
 from lightning_prd.functional.memorization import closest_pairs as pick_closest_pairs
 from lightning_prd.functional.memorization import nearest_real_from_pass
 from lightning_prd.functional.per_class import per_class_metrics
-from lightning_prd.functional.vendi import vendi_of
 from lightning_prd.metrics.base import FeatureMetric
 
 
@@ -196,15 +194,12 @@ class GenerativeMetrics(FeatureMetric):
         if not isinstance(per_class, bool):
             raise ValueError(f"Expected argument `per_class` to be a bool, but got {per_class!r}")
         self.per_class = per_class
-        self.ball = self.plan.ball
-        self.k_precision_recall, self.k_density_coverage = self.plan.k_precision_recall, self.plan.k_density_coverage
-        self.realism, self.frechet, self.per_sample = self.plan.realism, self.plan.frechet, self.plan.per_sample
-        self.error_bars = self.plan.error_bars
-        # each built-in family with options: `metric.<name>` is its options, None when off (a user family's
-        # are in `metric.plan.families`: its name may be any attribute's)
-        for family in families():
-            if family.defaults and family.builtin:
-                setattr(self, family.name, self.plan.options_of(family.name))
+        self.ball, self.per_sample, self.error_bars = self.plan.ball, self.plan.per_sample, self.plan.error_bars
+        # each package family's switch as an attribute: `metric.k_precision_recall` (its k or None),
+        # `metric.frechet` (a bool), `metric.kid` (its options or None); a user family's are in `metric.plan`
+        for family in switch_families():
+            if family.builtin:
+                setattr(self, family.keyword, _attribute(family, self.plan.options_of(family.name)))
         super().__init__(dtype=self.options["dtype"], block_bytes=self.options["block_bytes"], **kwargs)
         self._fixed_test: Optional[Tensor] = None
         if needs_test(self.plan):
@@ -214,8 +209,10 @@ class GenerativeMetrics(FeatureMetric):
             self._fixed_test = FeatureSets.check(self.options["test"], self.options["test"]).real
         if per_class:
             self.enable_labels()
-        self._vendi_real: Optional[Tuple[Tensor, Tensor]] = None  # (real features, their Vendi score)
-        self._kid_warned = False
+        #: values of the real set alone (the real set's Vendi score), kept while the real features stay the same
+        self._real_memo: Dict[Hashable, Any] = {}
+        self._memo_real: Optional[Tensor] = None
+        self._shrink_warned: Set[str] = set()
         #: the real set as a mean and covariance (a statistics file), in place of real features
         self._real_statistics: Optional[Tuple[Tensor, Tensor, str]] = None
 
@@ -248,7 +245,7 @@ class GenerativeMetrics(FeatureMetric):
             f" ({num_samples} samples)" if num_samples is not None else ""
         )
         beyond = self._scores_beyond_frechet()
-        if beyond or not self.plan.frechet:
+        if beyond or not any(family.statistics for family, _ in self.plan.registered()):
             asked = ", ".join(beyond) if beyond else "no Fréchet distance (frechet=False)"
             raise ValueError(
                 f"Expected a metric asking for the Fréchet distance only, since the real set is given as {held}, "
@@ -265,31 +262,17 @@ class GenerativeMetrics(FeatureMetric):
             check_held_out_test(self.plan, torch.empty(0, 0), object() if given else None)
 
     def _scores_beyond_frechet(self) -> List[str]:
-        """The options of this metric that ask for a score other than the Fréchet distance."""
+        """The options of this metric that ask for a score a real set's mean and covariance cannot serve (every
+        switched-on family whose record is not ``statistics``, and the options that need per-sample features)."""
         plan = self.plan
-        on = {
-            "k_precision_recall": plan.k_precision_recall is not None,
-            "k_density_coverage": plan.k_density_coverage is not None,
-            "realism": plan.realism,
-            "prd": plan.prd is not None,
-            "alpha_beta": plan.alpha_beta is not None,
-            "kid": plan.kid is not None,
-            "vendi": plan.vendi is not None,
-            "top_pr": plan.top_pr is not None,
-            "probabilistic": plan.probabilistic is not None,
-            "pr_cover": plan.pr_cover is not None,
-            "cmmd": plan.cmmd is not None,
-            "clipped": plan.clipped is not None,
-            "symmetric": plan.symmetric is not None,
-            "fd_infinity": plan.fd_infinity is not None,
-            "data_copying": plan.data_copying is not None,
-            "fld": plan.fld is not None,
+        on = [family.keyword for family, _ in plan.registered() if not family.statistics]
+        options = {
             "per_class": self.per_class,
             "closest_pairs": self.closest_pairs > 0,
             "error_bars": plan.error_bars is not None,
             "per_sample": plan.per_sample,
         }
-        return [name for name, asked in on.items() if asked]
+        return on + [name for name, asked in options.items() if asked]
 
     def compute(self) -> Dict[str, Tensor]:
         """Every score of the accumulated sets; with :meth:`set_real_statistics`, the Fréchet distance of the
@@ -313,7 +296,7 @@ class GenerativeMetrics(FeatureMetric):
             block_bytes=self.block_bytes,
             real_cache=self.real_side(real),
             shard=self.knn_shard(),
-            vendi_real=self._real_vendi(real),
+            real_memo=self._memo_for(real),
             test=self._held_out_test() if needs_test(self.plan) else None,
         )
         if res is not None:
@@ -323,20 +306,17 @@ class GenerativeMetrics(FeatureMetric):
             out["closest_fake_index"], out["closest_real_index"] = pairs.fake_index, pairs.real_index
             out["closest_ratio"], out["closest_distance"] = pairs.ratio, pairs.distance
         if self.per_class:
-            plan = self.plan
+            per_class = {f.keyword: f.switch(o) for f, o in self.plan.registered() if f.per_class}
             out.update(
                 per_class_metrics(
                     real,
                     fake,
                     real_labels=self._labels("real"),
                     fake_labels=self._labels("fake"),
-                    k_precision_recall=plan.k_precision_recall,
-                    k_density_coverage=plan.k_density_coverage,
-                    frechet=plan.frechet,
-                    ball=plan.ball,
+                    ball=self.plan.ball,
                     dtype=self.knn_dtype,
                     block_bytes=self.block_bytes,
-                    families={name: opts for name, opts in plan.families.items() if get_family(name).per_class},
+                    **_per_class_switches(per_class),
                 )
             )
         return out
@@ -347,40 +327,29 @@ class GenerativeMetrics(FeatureMetric):
         return self._fixed_test if got.shape[0] == 0 and self._fixed_test is not None else got
 
     def _fitted_plan(self, num_real: int, num_fake: int) -> Plan:
-        """The plan, with KID's ``subset_size`` cut to ``min(N, M)`` when a set is smaller."""
-        kid = self.plan.kid
-        if kid is None or min(num_real, num_fake) >= kid["subset_size"]:
-            return self.plan
-        size = min(num_real, num_fake)
-        if size < 2:  # an unbiased MMD² needs two samples of each set
-            raise ValueError(
-                f"Expected at least 2 real and 2 generated samples for KID (`kid`), but got N = {num_real} real "
-                f"and M = {num_fake} generated"
-            )
-        if not self._kid_warned:
-            self._kid_warned = True
-            rank_zero_warn(
-                f"KID: `subset_size={kid['subset_size']}` is more than the smaller set holds "
-                f"(N = {num_real} real, M = {num_fake} generated); subsets of {size} samples are used",
-                UserWarning,
-            )
-        return dataclasses.replace(self.plan, kid={**kid, "subset_size": size})
+        """The plan, with the options of a family whose record shrinks them for small sets (KID's
+        ``subset_size`` cut to ``min(N, M)``), warned once per family."""
+        plan = self.plan
+        for family, options in self.plan.registered():
+            if family.shrink is None:
+                continue
+            shrunk, warning = family.shrink(options, num_real, num_fake)
+            if warning and family.name not in self._shrink_warned:
+                self._shrink_warned.add(family.name)
+                rank_zero_warn(warning, UserWarning)
+            plan = plan.with_options(family.name, shrunk)
+        return plan
 
-    def _real_vendi(self, real: Tensor) -> Optional[Tensor]:
-        """The real set's Vendi score, computed once while the real features stay the same."""
-        if self.plan.vendi is None:
-            return None
-        cached = self._vendi_real
-        if cached is not None and same_features(cached[0], real):
-            return cached[1]
-        value = vendi_of(real, name="real", **self.plan.vendi)
-        self._vendi_real = (real, value)
-        return value
+    def _memo_for(self, real: Tensor) -> Dict[Hashable, Any]:
+        """The real-set values kept for ``real`` (emptied when the real features change)."""
+        if self._memo_real is None or not same_features(self._memo_real, real):
+            self._real_memo, self._memo_real = {}, real
+        return self._real_memo
 
     def reset(self) -> None:
-        """Clear the accumulated features (and the real set's cached Vendi score unless it is kept)."""
+        """Clear the accumulated features (and the real set's kept values unless it is kept)."""
         if self.reset_real_features:
-            self._vendi_real = None
+            self._real_memo, self._memo_real = {}, None
             self._real_statistics = None
         super().reset()
 
@@ -391,3 +360,22 @@ _OPTIONS = tuple(
     for p in inspect.signature(generative_metrics).parameters.values()
     if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "preset"
 )
+
+
+def _attribute(family: Any, options: Optional[Dict[str, Any]]) -> Any:
+    """The value of a family's switch the Metric shows as an attribute: its valued option, a bool for a family
+    without options, its options otherwise (None when off)."""
+    if family.value_option is not None:
+        return None if options is None else options[family.value_option]
+    if not family.defaults:
+        return options is not None
+    return options
+
+
+def _per_class_switches(switches: Dict[str, Any]) -> Dict[str, Any]:
+    """The per-class families' switches as :func:`~lightning_prd.functional.per_class.per_class_metrics` takes them:
+    its own keywords, every other family under ``families``; the families of its keywords that are off, off."""
+    params = inspect.signature(per_class_metrics).parameters
+    own = {f.keyword: f.switch_off for f in switch_families() if f.keyword in params}
+    own.update({name: value for name, value in switches.items() if name in params})
+    return {**own, "families": {name: value for name, value in switches.items() if name not in params}}

@@ -7,14 +7,17 @@ are computed. The function, the Metric (and so DDP), the callback's logged scala
 ``lightning-prd evaluate`` (one flag per family), ``lightning-prd runs`` (the directions) and the docs'
 tables read it; no other list of family names exists.
 
-Three ways a family is computed:
+Every family, the package's own included, is such a record (:class:`~.family.Family`): its options and their
+check, the sizes its options need (``fit``), how it depends on the other switches (``link``), what it asks of the
+shared k-NN pass (``ask``: a :class:`~.request.PassRequest`) and how its scores are read (``read``, from the pass
+or from the two feature sets); the plan, the pass, per-class and held-out scores, protocols, the command line and
+the docs' tables loop over the records. A user family gives the short form (:mod:`.family_short_form`):
 
-* ``compute(real, fake, **options) -> {key: 0-dim tensor}`` on the whole (under DDP: gathered) feature sets,
-  what a user family gives;
-* from the shared k-NN pass: ``pass_asks(options) -> PassAsks`` (the real radii and tile reductions it needs)
-  and ``from_pass(result, **options) -> {key: tensor}`` (the rarity score);
-* by the package's engine (``engine=True``: the built-in families that
-  :func:`~lightning_prd.functional.generative.scores_from_plan` wires itself).
+* ``compute(real, fake, **options) -> {key: 0-dim tensor}`` on the whole (under DDP: gathered) feature sets;
+* or, from the shared k-NN pass, ``pass_asks(options) -> PassAsks`` (the real radii and tile reductions it
+  needs) and ``from_pass(result, **options) -> {key: tensor}`` (the rarity score's form).
+
+The package's families are one module each in :mod:`lightning_prd.functional.families`, imported on first use.
 
 **Families of installed packages.** A package declares its families in the entry-point group
 :data:`ENTRY_POINT_GROUP` (``lightning_prd.families``): each entry point is a callable that registers them. The
@@ -39,12 +42,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from lightning_prd.functional.engine import family_rules as rules
-from lightning_prd.functional.engine.family import Direction, Family, PassAsks, check_direction
+from lightning_prd.functional.engine import family_short_form as short_form
+from lightning_prd.functional.engine.family import CliSpec, Direction, Family, PassAsks, check_direction
 
 __all__ = [
     "Direction",
@@ -54,7 +59,8 @@ __all__ = [
     "unregister_family",
     "get_family",
     "families",
-    "record_families",
+    "family_of_keyword",
+    "switch_families",
     "registered_options",
     "directions",
     "ENTRY_POINT_GROUP",
@@ -128,15 +134,15 @@ def unknown_family(names: Sequence[str], registered: Optional[Sequence[str]] = N
 
 
 def pop_switches(kwargs: Dict[str, Any], others: Iterable[str] = ()) -> Dict[str, Any]:
-    """Take the switches of the families computed through their record (the rarity score, user families) out of
-    ``kwargs``; entry points are loaded when a name is not registered, and a name that is neither a family nor
+    """Take the switches of the families that are no keyword of the signature (the rarity score, user families)
+    out of ``kwargs``; entry points are loaded when a name is not registered, and a name that is neither a family nor
     in ``others`` raises :func:`unknown_family`."""
     allowed = set(others)
     unknown = [name for name in kwargs if name not in allowed]
     if unknown and not _known(unknown):
         missing = [name for name in unknown if name not in _REGISTRY]
         raise unknown_family(missing)
-    names = {family.name for family in record_families()}
+    names = {family.keyword for family in switch_families()}
     return {name: kwargs.pop(name) for name in list(kwargs) if name in names}
 
 
@@ -152,12 +158,24 @@ def register_family(
     docs: Optional[str] = None,
     pass_asks: Optional[Callable[[Dict[str, Any]], PassAsks]] = None,
     from_pass: Optional[Callable[..., Mapping[str, Any]]] = None,
-    engine: bool = False,
     min_real: Optional[Callable[[Dict[str, Any]], int]] = None,
     min_fake: Optional[Callable[[Dict[str, Any]], int]] = None,
     per_sample: Sequence[str] = (),
     other_keys: Sequence[str] = (),
     replace: bool = False,
+    keyword: Optional[str] = None,
+    value_option: Optional[str] = None,
+    needs_test: bool = False,
+    fit: Optional[Callable[..., Optional[Dict[str, Any]]]] = None,
+    link: Optional[Callable[..., Optional[Dict[str, Any]]]] = None,
+    ask: Optional[Callable[..., Any]] = None,
+    read: Optional[Callable[..., Mapping[str, Any]]] = None,
+    statistics: bool = False,
+    empty_class: Optional[Mapping[str, Mapping[str, float]]] = None,
+    shrink: Optional[Callable[..., Any]] = None,
+    cli: Optional[CliSpec] = None,
+    order: Optional[float] = None,
+    switchable: bool = True,
     _builtin: bool = False,
 ) -> Family:
     """Register a score family; it is then a switch of every surface (module docstring).
@@ -169,7 +187,7 @@ def register_family(
             string); not a keyword a surface already takes (``k_precision_recall``, ``ball``, ``compute_on_cpu``,
             ...: read from their signatures).
         compute: ``compute(real, fake, **options) -> {key: 0-dim tensor}`` on the whole feature sets (under DDP
-            the gathered ones: the result equals one process's). Needed unless ``from_pass`` or ``engine``.
+            the gathered ones: the result equals one process's). Needed unless ``from_pass`` or ``read``.
         outputs: ``{key: "higher" | "lower" | "none" | target}``: every scalar key ``compute`` returns; each key
             a score name (NFKC, no white space or control characters, non-empty) that no family, option or the
             callback's record uses.
@@ -181,11 +199,14 @@ def register_family(
         per_class: a bool: also compute the family per class (with ``per_class=True``).
         docs: the page describing it (a string), or None.
         pass_asks, from_pass: callables of a family read from the shared k-NN pass instead of ``compute``.
-        engine: computed by the package's own engine (built-in families only).
         min_real, min_fake: callables ``f(options) -> int``: the fewest real / generated samples its options need.
         per_sample: keys of per-sample outputs (not logged as scalars), score names as ``outputs``' keys.
         other_keys: the other keys its results hold (curves, spreads), score names as ``outputs``' keys.
         replace: a bool: replace a family of the same name (otherwise that raises).
+        keyword, value_option, needs_test, fit, link, ask, read, statistics, empty_class, shrink, cli, order:
+            the record's full form (:class:`~.family.Family`), which the package's own families use; ``compute``,
+            ``pass_asks`` / ``from_pass`` and ``min_real`` / ``min_fake`` are the short form, turned into ``read``,
+            ``ask`` and ``fit``.
 
     Returns:
         The :class:`Family` record.
@@ -199,9 +220,18 @@ def register_family(
         )
     _check_types(
         compute=compute, defaults=defaults, check=check, meaning=meaning, per_class=per_class, docs=docs,
-        pass_asks=pass_asks, from_pass=from_pass, engine=engine, min_real=min_real, min_fake=min_fake,
-        per_sample=per_sample, other_keys=other_keys, replace=replace, builtin=_builtin,
+        pass_asks=pass_asks, from_pass=from_pass, min_real=min_real, min_fake=min_fake,
+        per_sample=per_sample, other_keys=other_keys, replace=replace, builtin=_builtin, needs_test=needs_test,
+        fit=fit, link=link, ask=ask, read=read, statistics=statistics, shrink=shrink, switchable=switchable,
     )  # fmt: skip
+    keyword = name if keyword is None else keyword
+    if keyword != name and not _builtin:
+        raise ValueError(f"Expected argument `keyword` of register_family to be the name {name!r}, but got {keyword!r}")
+    if value_option is not None and (not isinstance(value_option, str) or value_option not in (defaults or {})):
+        raise ValueError(
+            f"Expected argument `value_option` of register_family to be one of the options {sorted(defaults or {})}, "
+            f"but got {value_option!r}"
+        )
     if name in _REGISTRY and not replace:
         raise ValueError(
             f"Expected argument `name` of register_family to be a new family, but {name!r} is registered (pass "
@@ -216,7 +246,7 @@ def register_family(
             f"Expected argument `name` of register_family to be a new keyword, but {name!r} is a keyword of the "
             f"function, the Metric or the callback (an option of every surface)"
         )
-    if not engine and from_pass is None and not callable(compute):
+    if switchable and read is None and from_pass is None and not callable(compute):
         raise ValueError(
             f"Expected argument `compute` of register_family to be a callable (real, fake, **options), but got "
             f"{compute!r}"
@@ -253,7 +283,6 @@ def register_family(
         check=check,
         pass_asks=pass_asks,
         from_pass=from_pass,
-        engine=bool(engine),
         meaning=str(meaning),
         per_class=bool(per_class),
         min_real=min_real,
@@ -262,22 +291,39 @@ def register_family(
         builtin=_builtin,
         per_sample=tuple(per_sample),
         other_keys=tuple(other_keys),
+        keyword=keyword,
+        value_option=value_option,
+        needs_test=needs_test,
+        fit=fit,
+        link=link,
+        ask=ask if ask is not None else short_form.asks_of(pass_asks),
+        read=read if read is not None or not switchable else short_form.reader(name),
+        statistics=statistics,
+        empty_class=dict(empty_class or {}),
+        shrink=shrink,
+        cli=cli if cli is not None else CliSpec(help=f"{meaning or name} (family {name!r})"),
+        order=_next_order() if order is None else float(order),
+        switchable=switchable,
     )
+    if family.fit is None:
+        family = dataclasses.replace(family, fit=short_form.fit_of(family))
     _REGISTRY[name] = family
     return family
+
+
+def _next_order() -> float:
+    """The place of a family registered without one: after every registered family."""
+    return max((f.order for f in _REGISTRY.values()), default=0.0) + 1.0
 
 
 def _check_types(**arguments: Any) -> None:
     """The type of each argument of :func:`register_family` (``name`` and ``outputs`` aside), a ``ValueError``
     naming the first wrong one."""
-    is_bool = ("per_class", "replace")
-    callables = ("check", "pass_asks", "from_pass", "min_real", "min_fake")
+    is_bool = ("per_class", "replace", "needs_test", "statistics", "switchable")
+    callables = ("check", "pass_asks", "from_pass", "min_real", "min_fake", "fit", "link", "ask", "read", "shrink")
     for argument in is_bool:
         value = arguments[argument]
         rules.check_type(argument, value, isinstance(value, bool), "a bool")
-    engine = arguments["engine"]
-    rules.check_type("engine", engine, engine is False or (engine is True and arguments["builtin"]),
-                     "False (engine=True is for the package's own families)")  # fmt: skip
     for argument in callables:
         value = arguments[argument]
         rules.check_type(argument, value, value is None or callable(value), "a callable or None")
@@ -323,36 +369,43 @@ def get_family(name: str) -> Family:
 
 
 def families() -> List[Family]:
-    """Every registered family: the engine's built-in ones first, then the families computed through their
-    record (the rarity score, user families), each group in registration order."""
+    """Every registered family in table order: the package's by their ``order``, then user families in
+    registration order."""
     _builtins()
-    return [f for f in _REGISTRY.values() if f.engine] + [f for f in _REGISTRY.values() if not f.engine]
+    return sorted(_REGISTRY.values(), key=lambda f: f.order)
 
 
-def record_families() -> List[Family]:
-    """The families computed through their record (``compute`` or ``pass_asks`` / ``from_pass``: the rarity
-    score, user families), not wired by the engine: each is a keyword switch of its own, in registration
-    order."""
-    return [f for f in families() if not f.engine]
+def switch_families() -> List[Family]:
+    """The families that are a switch of the feature metrics, in table order."""
+    return [f for f in families() if f.switchable]
 
 
-def registered_options(switches: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """The checked options of the switched-on families computed through their record (not ``engine``), by
-    name, in registration order; a name that is no such family raises naming the registered ones."""
-    unknown = sorted(set(switches) - {f.name for f in record_families()})
-    if unknown:
-        _known(unknown)  # entry points loaded: a family of an installed package
-    order = [f.name for f in record_families()]
-    unknown = sorted(set(switches) - set(order))
-    if unknown:
-        raise unknown_family(unknown)
+def family_of_keyword(keyword: str) -> Optional[Family]:
+    """The family whose switch is the keyword ``keyword`` (``k_precision_recall``: precision and recall), or
+    None."""
+    return next((f for f in switch_families() if f.keyword == keyword), None)
+
+
+def registered_options(given: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """The checked options of the switched-on families, by name in table order, from their switches by keyword
+    (``{"k_precision_recall": 3, "prd": True}``); a keyword that is no family raises naming the registered ones."""
+    keywords = {f.keyword for f in switch_families()}
+    unknown = sorted(set(given) - keywords)
+    if unknown and not _known_keywords(unknown):
+        raise unknown_family(sorted(set(given) - {f.keyword for f in switch_families()}))
     out: Dict[str, Dict[str, Any]] = {}
-    for name in order:
-        if name in switches:
-            options = get_family(name).options(switches[name])
+    for family in switch_families():
+        if family.keyword in given:
+            options = family.options(given[family.keyword])
             if options is not None:
-                out[name] = options
+                out[family.name] = options
     return out
+
+
+def _known_keywords(keywords: Sequence[str]) -> bool:
+    """Whether every keyword is a family's switch, after loading the entry points when one is not."""
+    load_entry_points()
+    return set(keywords) <= {f.keyword for f in switch_families()}
 
 
 def directions() -> Dict[str, Direction]:
@@ -360,12 +413,17 @@ def directions() -> Dict[str, Direction]:
     return {key: way for fam in families() for key, way in fam.outputs.items()}
 
 
+_loading = False
+
+
 def _builtins() -> None:
-    """Register the built-in families (once; they import the families' option checks)."""
-    if "precision_recall" not in _REGISTRY:
-        from lightning_prd.functional.engine.builtin_families import register_builtins
+    """Register the package's families (once): import every module of :mod:`lightning_prd.functional.families`."""
+    global _loading
+    if not _loading and not any(f.builtin for f in _REGISTRY.values()):
+        _loading = True
+        try:
+            from lightning_prd.functional import families as family_modules
 
-        register_builtins(register_family)
-        from lightning_prd.functional import families as family_modules
-
-        family_modules.load()
+            family_modules.load()
+        finally:
+            _loading = False

@@ -30,6 +30,28 @@ class PassAsks:
 
 
 @dataclass(frozen=True)
+class CliSpec:
+    """How ``lightning-prd evaluate`` switches a family (data of its record; the parser and the scorer loop over
+    the records).
+
+    Attributes:
+        on: on by default in ``evaluate`` (its flag then reads ``--no-<name>``); otherwise off unless its flag is
+            given.
+        seeded: its ``seed`` option takes ``--seed``.
+        flags: extra flags setting one option each: ``{flag: (option, type, help)}`` (``--prd-clusters``).
+        linked: options taken from another flag's value: ``{option: dest}`` (α-precision's ``k`` follows
+            ``--k-density-coverage``).
+        help: the help line of its flag.
+    """
+
+    on: bool = False
+    seeded: bool = False
+    flags: Mapping[str, Tuple[str, Any, str]] = field(default_factory=dict)
+    linked: Mapping[str, str] = field(default_factory=dict)
+    help: str = ""
+
+
+@dataclass(frozen=True)
 class Family:
     """One score family (module docstring).
 
@@ -52,6 +74,22 @@ class Family:
         value_option: the option a plain value of the keyword sets (``"k"``: ``k_precision_recall=3``;
             ``None`` switches it off), or None for a ``True``/dict switch.
         needs_test: it scores against a held-out real set ``test``.
+        fit: ``fit(options, num_real, num_fake, lenient) -> options | None``: the options for sets of these
+            sizes (a ``ValueError`` naming the option when too small; None leaves it out when ``lenient``, i.e.
+            switched on by ``True``).
+        link: ``link(options, switched, call) -> options | None``: its options given the other families'
+            (``switched``: name -> options) and the call's options (``ball``, ``per_sample``, ``error_bars``).
+        ask: ``ask(ctx, options) -> PassRequest``: what it asks of the shared k-NN pass, or None.
+        read: ``read(ctx, options) -> {key: tensor}``: its scores, from ``ctx.res`` (the pass) or ``ctx.sets``.
+        statistics: its scores need only the real set's mean and covariance (a statistics file).
+        empty_class: per-class values where one set has no row of a class: ``{"no_fake": {key: value},
+            "no_real": {key: value}}`` (the other keys are NaN).
+        shrink: ``shrink(options, num_real, num_fake) -> (options, warning)``: the Metric's options for sets
+            smaller than the options ask (KID's subset size), or None.
+        cli: the command line's switch (:class:`CliSpec`).
+        order: its place in tables (the package's families; user families follow in registration order).
+        switchable: a switch of the feature metrics (False: a score the callback and the command line compute
+            from an extractor's other outputs, the Inception Score and sFID, listed for its direction).
     """
 
     name: str
@@ -73,6 +111,16 @@ class Family:
     keyword: str = ""
     value_option: Optional[str] = None
     needs_test: bool = False
+    fit: Optional[Callable[..., Optional[Dict[str, Any]]]] = None
+    link: Optional[Callable[..., Optional[Dict[str, Any]]]] = None
+    ask: Optional[Callable[..., Any]] = None
+    read: Optional[Callable[..., Mapping[str, Any]]] = None
+    statistics: bool = False
+    empty_class: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    shrink: Optional[Callable[..., Tuple[Dict[str, Any], str]]] = None
+    cli: CliSpec = field(default_factory=CliSpec)
+    order: float = 0.0
+    switchable: bool = True
 
     def __post_init__(self) -> None:
         if not self.keyword:
@@ -107,14 +155,14 @@ class Family:
             return [self.flag, str(value)]
         return [self.flag, *(f"{key}={value!r}" for key, value in (options or {}).items())]
 
-    @property
-    def joins_pass(self) -> bool:
-        """Whether its scores are read from the shared k-NN pass."""
-        return self.from_pass is not None
-
     def direction(self, key: str) -> Direction:
         """The direction of output ``key``."""
         return self.outputs[key]
+
+    @property
+    def per_class_keys(self) -> Tuple[str, ...]:
+        """The scalar outputs scored per class (none when the family has no per-class scores)."""
+        return tuple(self.outputs) if self.per_class else ()
 
     def fewest(self, options: Dict[str, Any]) -> Tuple[int, int]:
         """The fewest real and generated samples the family needs with ``options`` (0 where it sets none)."""
@@ -127,6 +175,15 @@ class Family:
         """The checked options of a switch: ``False``/``None`` -> None (off), ``True`` -> the defaults, a dict
         -> the defaults it overrides. ``ValueError`` names the family and the option (an error of ``check`` other
         than ``ValueError``: the family and its options)."""
+        if self.value_option is not None:
+            if value is None:
+                return None
+            if isinstance(value, (bool, Mapping)):
+                raise ValueError(
+                    f"Expected argument `{self.keyword}` to be a value of `{self.value_option}` or None, but got "
+                    f"{value!r}"
+                )
+            return self._checked({**self.defaults, self.value_option: value})
         if value is False or value is None:
             return None
         if value is True:
@@ -141,10 +198,16 @@ class Family:
             options = {**self.defaults, **value}
         else:
             raise ValueError(f"Expected argument `{self.name}` to be a bool or a dict of options, but got {value!r}")
+        return self._checked(options)
+
+    def _checked(self, options: Dict[str, Any]) -> Dict[str, Any]:
+        """``options`` through :attr:`check`, its errors named with the family."""
         if self.check is not None:
             try:
                 options = dict(self.check(options))
             except ValueError as err:
+                if self.value_option is not None:  # the keyword is the argument the error names
+                    raise
                 raise ValueError(f"{err} (an option of `{self.name}`)") from None
             except Exception as err:  # noqa: BLE001 - a check's own error, named with the family and its options
                 raise ValueError(
