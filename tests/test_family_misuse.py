@@ -73,7 +73,7 @@ def _surface_keywords():
         names |= {p.name for p in inspect.signature(fn).parameters.values() if p.kind is not p.VAR_KEYWORD}
     names |= {"compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "sync_on_compute"}
     names |= {"compute_with_cache", "distributed_available_fn"}
-    return sorted(names - {"self"} - set(engine_families._REGISTRY))
+    return sorted(names - {"self"} - {family.name for family in engine_families.families()})
 
 
 @pytest.mark.parametrize("name", _surface_keywords())
@@ -115,7 +115,8 @@ def test_an_output_key_must_be_a_score_name(key, argument):
         ("num_real_per_class", "option `per_class`"),
         ("classes", "option `per_class`"),
         ("closest_ratio", "option `closest_pairs`"),
-        ("covered", "option `per_sample`"),
+        ("covered", "family 'density_coverage'"),
+        ("inside_precision", "family 'precision_recall'"),
         ("epoch", "the callback's record"),
         ("final", "the callback's record"),
     ],
@@ -145,8 +146,19 @@ def test_a_key_read_as_per_class_is_refused():
         ("per_class", "no"),
         ("per_class", 1),
         ("replace", "yes"),
-        ("engine", True),
-        ("engine", "no"),
+        ("needs_test", "no"),
+        ("statistics", 1),
+        ("switchable", "yes"),
+        ("fit", "nope"),
+        ("link", 3),
+        ("ask", [1]),
+        ("read", "gap"),
+        ("shrink", 2),
+        ("cli", {"on": True}),
+        ("order", "first"),
+        ("empty_class", [0.0]),
+        ("keyword", "other_name"),
+        ("value_option", "power_of_two"),
         ("per_sample", "abc"),
         ("per_sample", [1]),
         ("defaults", {1: 2}),

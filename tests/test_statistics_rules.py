@@ -9,6 +9,7 @@ and the generator.
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import warnings
 
@@ -21,6 +22,7 @@ from lightning_prd import GenerativeMetrics
 from lightning_prd.callback import PRDCallback
 from lightning_prd.features.reference_files import read_reference
 from lightning_prd.functional import frechet_distance
+from lightning_prd.functional.engine.families import switch_families
 from lightning_prd.functional.frechet import check_statistics, frechet_distance_from_moments, frechet_to_statistics
 
 from tiny_modules import GaussianSampler, quiet_trainer
@@ -163,3 +165,24 @@ def test_the_metrics_width_error_names_the_statistics_it_holds():
     metric.update(torch.randn(10, 3), real=False)
     with pytest.raises(ValueError, match=r"the 4 features of the real statistics, but got 3 .*ref\.npz \(fid-stats\)"):
         metric.compute()
+
+
+@pytest.mark.parametrize("family", [f for f in switch_families() if not f.statistics], ids=lambda f: f.name)
+def test_every_family_a_statistics_file_cannot_serve_is_refused_by_name(family):
+    """Each family whose record is not ``statistics`` (the rarity score, the package's and a user's alike) needs
+    per-sample real features: asking for it beside real statistics names it, rather than dropping it."""
+    mean, cov = torch.zeros(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64)
+    off = {
+        f.keyword: f.switch_off
+        for f in switch_families()
+        if f.keyword in inspect.signature(GenerativeMetrics).parameters
+    }
+    metric = GenerativeMetrics(**{**off, "frechet": True, family.keyword: family.switch_on})
+    with pytest.raises(ValueError, match=rf"asks for .*{family.keyword}"):
+        metric.set_real_statistics(mean, cov)
+
+
+def test_rarity_beside_a_statistics_file_is_refused_not_dropped():
+    metric = GenerativeMetrics(**METRIC_FD_ONLY, rarity=True)
+    with pytest.raises(ValueError, match=r"asks for rarity"):
+        metric.set_real_statistics(torch.zeros(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64))

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from lightning_prd.callback.options import resolve_extractor
 from lightning_prd.features.base import json_value
 from lightning_prd.features.registry import canonical_name
-from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.families import families, switch_families
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.protocols import (
     Protocol,
@@ -154,7 +154,8 @@ def metric_with(p: Optional[Protocol], metric: Any) -> Any:
             check_against_protocol(p, "metric.protocol", get_protocol(own).name, p.name)
         return {**metric, "protocol": p}
     fixed = metric_arguments(p)
-    for key in ("k_precision_recall", "k_density_coverage", "ball"):  # the Metric's attribute of each option
+    valued = [family.keyword for family in switch_families() if family.value_option is not None]
+    for key in (*valued, "ball"):  # the Metric's attribute of each valued option
         if fixed.get(key) is not None and hasattr(metric, key):
             check_against_protocol(p, f"metric.{key}", getattr(metric, key), fixed[key])
     return metric
@@ -236,15 +237,14 @@ def family_fields(metric: Any) -> Dict[str, Any]:
     directions: Dict[str, Any] = {}
     for family in families():
         options = None
-        if plan is not None:
-            try:
-                options = plan.options_of(family.name)
-            except AttributeError:  # a family the plan wires without options: its k (precision/recall), or on
-                options = getattr(plan, f"k_{family.name}", True)
-            if options is None or options is False:
+        if plan is not None and family.switchable:  # a score of the extractor's other outputs: its direction
+            options = plan.options_of(family.name)
+            if options is None:
                 continue
-        if isinstance(options, Mapping):
-            out.update({f"{family.name}.{key}": json_value(value) for key, value in options.items()})
+        if isinstance(options, Mapping):  # its declared options; a valued keyword's value is a field of its own
+            fields = {key: value for key, value in options.items() if key in family.defaults}
+            fields.pop(family.value_option or "", None)
+            out.update({f"{family.name}.{key}": json_value(value) for key, value in fields.items()})
         directions.update(family.outputs)
     out.update({f"{DIRECTION}{key}": json_value(way) for key, way in directions.items()})
     return out

@@ -44,6 +44,7 @@ from lightning_prd.callback.sources import RENAMED, renamed
 from lightning_prd.features import registry
 from lightning_prd.features.image_folder import check_headers, image_files
 from lightning_prd.features.reference_files import EDM2_DETECTORS, ReferenceFileError, ReferenceSet, read_reference
+from lightning_prd.functional.engine.families import family_of_keyword, switch_families
 from lightning_prd.functional.engine.inputs import same_features
 
 DATAMODULE = "datamodule:"
@@ -56,8 +57,14 @@ FOREIGN_NAMES = {
 #: dgm-eval's ``model`` names: its "inception" is the FID Inception (with its own resize); its DINOv2 and CLIP
 #: are ViT-L/14
 DGM_EVAL_NAMES = {"inception": ("fid-inception", False), "dinov2": ("dinov2", False), "clip": ("clip", False)}
-#: GenerativeMetrics options that turn a family off with another value than False
-OFF_VALUES = {"k_precision_recall": None, "k_density_coverage": None, "error_bars": None, "closest_pairs": 0}
+#: GenerativeMetrics options that are no family and turn their outputs off with another value than False
+OFF_VALUES = {"error_bars": None, "closest_pairs": 0}
+
+
+def _off_value(option: str) -> Any:
+    """The value of a GenerativeMetrics option that turns it off (a family's from its record)."""
+    family = family_of_keyword(option)
+    return family.switch_off if family is not None else OFF_VALUES.get(option, False)
 
 
 @dataclass
@@ -206,13 +213,15 @@ def check_statistics_serve(source: RealSource, metric: Any, log_images: bool, lo
             f"`real` ({where}) holds only a mean and covariance, but got {type(metric).__name__}"
         )
     beyond = getattr(metric, "_scores_beyond_frechet", None)  # GenerativeMetrics' options beyond the Fréchet distance
-    frechet = bool(getattr(getattr(metric, "plan", None), "frechet", True))
+    plan = getattr(metric, "plan", None)
+    served = [family.keyword for family in switch_families() if family.statistics]  # what statistics can serve
+    frechet = plan is None or any(plan.on(family.name) for family in switch_families() if family.statistics)
     on: List[str] = list(beyond()) if callable(beyond) else []
     if not on and frechet:
         return
     callback_made = {"per_sample": log_images, "closest_pairs": log_closest_pairs > 0}  # set by the callback's options
-    offs = [f"{o}={OFF_VALUES.get(o, False)}" for o in on if not callback_made.get(o, False)]
-    offs += [] if frechet else ["frechet=True"]
+    offs = [f"{o}={_off_value(o)}" for o in on if not callback_made.get(o, False)]
+    offs += [] if frechet else [f"{keyword}=True" for keyword in served]
     fix = f"metric=dict({', '.join(offs)})" + (" and log_images=False" if log_images else "")
     fix += " and log_closest_pairs=0" if log_closest_pairs else ""
     asked = ", ".join(on) or "frechet=False"

@@ -27,28 +27,37 @@ leave it out to take the protocol's value, or drop the protocol
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Set, Tuple
 
-from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.families import family_of_keyword, switch_families
 from lightning_prd.functional.engine.vocabulary import PRESETS, plain
 from lightning_prd.functional.engine.vocabulary import given as is_given
 from lightning_prd.protocols.checks import check_against_protocol, same_value
-from lightning_prd.protocols.table import get_protocol
+from lightning_prd.protocols.table import available_protocols, get_protocol
 
 
 def default_on() -> Tuple[str, ...]:
-    """The registered families on by default or in a preset (:data:`~lightning_prd.functional.engine.vocabulary.
-    PRESETS`), but the Fréchet distance; a protocol switches them off."""
+    """The keywords of the families on by default or in a preset
+    (:data:`~lightning_prd.functional.engine.vocabulary.PRESETS`); a protocol switches off those it does not
+    report."""
     from lightning_prd.functional.generative import generative_metrics
 
     params = inspect.signature(generative_metrics).parameters
-    on = {name for name, param in params.items() if plain(param.default) is True}
-    on |= {name for preset in PRESETS.values() for name, value in preset.items() if value is True}
-    return tuple(family.name for family in families() if family.name in on and family.name != "frechet")
+    on = {name for name, param in params.items() if plain(param.default) not in (None, False)}
+    on |= {name for preset in PRESETS.values() for name, value in preset.items() if value not in (None, False)}
+    return tuple(family.keyword for family in switch_families() if family.keyword in on)
+
+
+def _reported_somewhere() -> Set[str]:
+    """The keywords of the families whose scores some protocol of the table reports."""
+    scores = {score for name in available_protocols() for score in get_protocol(name).scores}
+    return {family.keyword for family in switch_families() if scores & set(family.outputs)}
 
 
 def metric_arguments(protocol: Any) -> Dict[str, Any]:
-    """The :class:`~lightning_prd.GenerativeMetrics` arguments a protocol fixes.
+    """The :class:`~lightning_prd.GenerativeMetrics` arguments a protocol fixes: each family that reports one of
+    the protocol's scores on, with the protocol's value of its keyword (``Protocol.k_precision_recall``) or its
+    ``metric_options``; off, the families on by default or reported by another protocol that it does not report.
 
     Example:
         >>> args = metric_arguments("pr50k3")
@@ -57,16 +66,19 @@ def metric_arguments(protocol: Any) -> Dict[str, Any]:
     """
     p = get_protocol(protocol)
     scores = set(p.scores)
-    out: Dict[str, Any] = {
-        "k_precision_recall": p.k_precision_recall if scores & {"precision", "recall"} else None,
-        "k_density_coverage": p.k_density_coverage if scores & {"density", "coverage"} else None,
-        "frechet": "frechet_distance" in scores,
-        "cmmd": dict(p.metric_options.get("cmmd", {})) if "cmmd" in scores else False,
-    }
+    off = set(default_on()) | _reported_somewhere()
+    out: Dict[str, Any] = {}
+    for family in switch_families():
+        if scores & set(family.outputs):
+            if family.value_option is not None:
+                out[family.keyword] = getattr(p, family.keyword)
+            else:
+                out[family.keyword] = dict(p.metric_options[family.name]) if family.name in p.metric_options else True
+        elif family.value_option is not None or family.keyword in off:
+            out[family.keyword] = family.switch_off
     if p.ball is not None:
         out["ball"] = p.ball
-    out.update({family: False for family in default_on()})
-    out.update({k: v for k, v in p.metric_options.items() if k != "cmmd"})
+    out.update({key: value for key, value in p.metric_options.items() if family_of_keyword(key) is None})
     return out
 
 

@@ -223,6 +223,7 @@ def register_family(
         pass_asks=pass_asks, from_pass=from_pass, min_real=min_real, min_fake=min_fake,
         per_sample=per_sample, other_keys=other_keys, replace=replace, builtin=_builtin, needs_test=needs_test,
         fit=fit, link=link, ask=ask, read=read, statistics=statistics, shrink=shrink, switchable=switchable,
+        cli=cli, order=order, empty_class=empty_class,
     )  # fmt: skip
     keyword = name if keyword is None else keyword
     if keyword != name and not _builtin:
@@ -297,7 +298,7 @@ def register_family(
         fit=fit,
         link=link,
         ask=ask if ask is not None else short_form.asks_of(pass_asks),
-        read=read if read is not None or not switchable else short_form.reader(name),
+        read=read if read is not None or not switchable else short_form.reader(lambda: _REGISTRY[name]),
         statistics=statistics,
         empty_class=dict(empty_class or {}),
         shrink=shrink,
@@ -338,6 +339,17 @@ def _check_types(**arguments: Any) -> None:
         "a dict {option: default} with keyword (identifier) names",
     )
     rules.check_type("meaning", arguments["meaning"], isinstance(arguments["meaning"], str), "a string")
+    cli, order, empty = arguments["cli"], arguments["order"], arguments["empty_class"]
+    rules.check_type("cli", cli, cli is None or isinstance(cli, CliSpec), "a CliSpec or None")
+    rules.check_type(
+        "order", order, order is None or (isinstance(order, (int, float)) and not isinstance(order, bool)), "a number"
+    )
+    rules.check_type(
+        "empty_class",
+        empty,
+        empty is None or (isinstance(empty, Mapping) and set(empty) <= {"no_fake", "no_real"}),
+        "a dict with keys 'no_fake' / 'no_real' or None",
+    )
     docs = arguments["docs"]
     rules.check_type("docs", docs, docs is None or isinstance(docs, str), "a string or None")
     for argument in ("per_sample", "other_keys"):
@@ -414,16 +426,18 @@ def directions() -> Dict[str, Direction]:
 
 
 _loading = False
+_builtins_loaded = False
 
 
 def _builtins() -> None:
     """Register the package's families (once): import every module of :mod:`lightning_prd.functional.families`."""
-    global _loading
-    if not _loading and not any(f.builtin for f in _REGISTRY.values()):
+    global _loading, _builtins_loaded
+    if not _loading and not _builtins_loaded:
         _loading = True
         try:
             from lightning_prd.functional import families as family_modules
 
             family_modules.load()
+            _builtins_loaded = True
         finally:
             _loading = False

@@ -38,7 +38,7 @@ class CliSpec:
         on: on by default in ``evaluate`` (its flag then reads ``--no-<name>``); otherwise off unless its flag is
             given.
         seeded: its ``seed`` option takes ``--seed``.
-        flags: extra flags setting one option each: ``{flag: (option, type, help)}`` (``--prd-clusters``).
+        flags: extra flags setting one option each: ``{flag: (option, help)}`` (``--prd-clusters``).
         linked: options taken from another flag's value: ``{option: dest}`` (α-precision's ``k`` follows
             ``--k-density-coverage``).
         help: the help line of its flag.
@@ -46,7 +46,7 @@ class CliSpec:
 
     on: bool = False
     seeded: bool = False
-    flags: Mapping[str, Tuple[str, Any, str]] = field(default_factory=dict)
+    flags: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
     linked: Mapping[str, str] = field(default_factory=dict)
     help: str = ""
 
@@ -145,7 +145,9 @@ class Family:
     def switch(self, options: Mapping[str, Any]) -> Any:
         """The keyword's value that switches the family on with ``options`` (a dict, or the value of its
         :attr:`value_option`)."""
-        return dict(options) if self.value_option is None else options[self.value_option]
+        if self.value_option is not None:
+            return options[self.value_option]
+        return dict(options) if self.defaults else True
 
     def cli_args(self, options: Optional[Mapping[str, Any]] = None) -> list:
         """The command line's arguments that switch the family on with ``options`` (its defaults when None):
@@ -186,6 +188,8 @@ class Family:
             return self._checked({**self.defaults, self.value_option: value})
         if value is False or value is None:
             return None
+        if not self.defaults and value is not True:  # a family without options is a bool
+            raise ValueError(f"Expected argument `{self.keyword}` to be a bool, but got {value!r}")
         if value is True:
             options = dict(self.defaults)
         elif isinstance(value, Mapping):

@@ -43,7 +43,6 @@ RECORD_KEYS = ("epoch", "final")
 #: the keys of the results that options which are no family add, by option
 OPTION_KEYS: Dict[str, tuple] = {
     "per_class": ("classes", "num_real_per_class", "num_fake_per_class", "coverage_min", "lowest_coverage_class"),
-    "per_sample": ("inside_precision", "covered"),
     "closest_pairs": ("closest_fake_index", "closest_real_index", "closest_distance", "closest_ratio"),
 }
 

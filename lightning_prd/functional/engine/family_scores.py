@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.engine.families import Family
+from lightning_prd.functional.engine.family import Family
 from lightning_prd.functional.engine.one_pass import PassResult
 from lightning_prd.functional.engine.sets import FeatureSets
 

@@ -20,15 +20,14 @@ def asks_of(pass_asks: Optional[Callable[[Dict[str, Any]], Any]]) -> Optional[Ca
     return ask
 
 
-def reader(name: str) -> Callable[..., Dict[str, Any]]:
-    """``read(ctx, options)`` of a short-form family: its ``from_pass`` or ``compute``, the result checked
-    (:func:`~.family_scores.family_scores`)."""
+def reader(record: Callable[[], Any]) -> Callable[..., Dict[str, Any]]:
+    """``read(ctx, options)`` of a short-form family (``record()`` gives its registered record): its
+    ``from_pass`` or ``compute``, the result checked (:func:`~.family_scores.family_scores`)."""
 
     def read(ctx: Any, options: Dict[str, Any]) -> Dict[str, Any]:
-        from lightning_prd.functional.engine.families import get_family
         from lightning_prd.functional.engine.family_scores import family_scores
 
-        return family_scores(get_family(name), options, ctx.sets, ctx.res)
+        return family_scores(record(), options, ctx.sets, ctx.res)
 
     return read
 

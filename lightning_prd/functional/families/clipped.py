@@ -43,7 +43,10 @@ def _ask(ctx: Any, options: Dict[str, Any]) -> PassRequest:
     member, real = pass_options(options["k"], ctx.sets.num_real)  # its balls, and the radii up to k + 1
     strict = ctx.plan.ball == "open"
     return PassRequest(
-        member_ks=member, real_ks=real, clipped=ClippedBalls(options["k"], strict=strict), ball=ctx.plan.ball
+        member_ks=tuple(member),
+        real_ks=tuple(real),
+        clipped=ClippedBalls(options["k"], strict=strict),
+        ball=ctx.plan.ball,
     )
 
 

@@ -24,7 +24,8 @@ _KEYS = ("gen_size", "num_epochs", "lr", "batch_size")
 
 
 def _check(options: Dict[str, Any]) -> Dict[str, Any]:
-    checked = check_fld_options(*(options[key] for key in _KEYS), None, options["seed"])
+    gen_size, num_epochs, lr, batch_size = (options[key] for key in _KEYS)
+    checked = check_fld_options(gen_size, num_epochs, lr, batch_size, None, options["seed"])
     return {**dict(zip(_KEYS, checked[:4])), "seed": checked[5]}
 
 
