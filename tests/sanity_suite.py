@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from lightning_prd.functional import generative_metrics
-from lightning_prd.functional.engine.families import families
+from lightning_prd.functional.engine.families import directions, switch_families
 from lightning_prd.functional.engine.vocabulary import plain
 
 FIDELITY, DIVERSITY, BOTH, DISTANCE, SELF, PRIVACY, RARITY, UNKNOWN = (
@@ -97,7 +97,6 @@ FAMILY_OPTIONS: Dict[str, Callable[[int, int], object]] = {
     "prd": lambda n, m: {"num_runs": PRD_RUNS},
     "kid": lambda n, m: {"subset_size": min(n, m, KID_SUBSET_SIZE), "subsets": KID_SUBSETS},
 }
-NOT_FAMILIES = {"per_sample"}
 
 _WORDS = (  # name fragments -> kind, for a scalar key not in KINDS
     (("distance", "fd", "kid", "mmd", "fld"), DISTANCE),
@@ -108,11 +107,14 @@ _WORDS = (  # name fragments -> kind, for a scalar key not in KINDS
 
 
 def kind_of(name: str) -> str:
-    """The kind of a score: :data:`KINDS`, :data:`EXTRA`, else guessed from its name."""
+    """The kind of a score: :data:`KINDS`, :data:`EXTRA`, a distance where its family says lower is better,
+    else guessed from its name."""
     if name in KINDS:
         return KINDS[name]
     if name in EXTRA:
         return EXTRA[name][1]
+    if directions().get(name) == "lower":
+        return DISTANCE
     low = name.lower()
     for words, kind in _WORDS:
         if any(w in low for w in words):
@@ -136,8 +138,11 @@ def _switches() -> List[str]:
     """The families of ``generative_metrics`` that are off by default (its keywords, then the package's families
     of the registry that have no keyword of their own)."""
     params = inspect.signature(generative_metrics).parameters
-    named = [p.name for p in params.values() if plain(p.default) is False and p.name not in NOT_FAMILIES]
-    return named + [f.name for f in families() if f.builtin and not f.engine and f.name not in params]
+    return [
+        f.keyword
+        for f in switch_families()
+        if f.builtin and (f.keyword not in params or plain(params[f.keyword].default) is False)
+    ]
 
 
 def _default_on() -> List[str]:
