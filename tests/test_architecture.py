@@ -86,7 +86,7 @@ def _cycle(graph: Dict[str, Set[str]]) -> List[str]:
 #: imports itself. ``root`` is ``lightning_prd/__init__.py``.
 ALLOWED: Dict[str, Set[str]] = {
     "functional.knn": set(),
-    "functional.engine": {"functional.knn", "functional"},  # the plan reads the families' option checks
+    "functional.engine": {"functional.knn", "functional"},  # the registry imports the records (functional/families/)
     "functional": {"functional.engine", "functional.knn"},
     "metrics": {"functional", "functional.engine", "functional.knn", "protocols"},
     "features": {"functional.engine", "functional.knn"},  # knn.collectives: the device of a collective
