@@ -38,7 +38,8 @@ class CliSpec:
         on: on by default in ``evaluate`` (its flag then reads ``--no-<name>``); otherwise off unless its flag is
             given.
         seeded: its ``seed`` option takes ``--seed``.
-        flags: extra flags setting one option each: ``{flag: (option, type, help)}`` (``--prd-clusters``).
+        flags: extra flags setting one option each: ``{flag: (option, help)}`` (``--prd-clusters``), its value
+            checked by the record.
         linked: options taken from another flag's value: ``{option: dest}`` (α-precision's ``k`` follows
             ``--k-density-coverage``).
         help: the help line of its flag.
@@ -46,7 +47,7 @@ class CliSpec:
 
     on: bool = False
     seeded: bool = False
-    flags: Mapping[str, Tuple[str, Any, str]] = field(default_factory=dict)
+    flags: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
     linked: Mapping[str, str] = field(default_factory=dict)
     help: str = ""
 
