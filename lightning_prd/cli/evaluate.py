@@ -43,7 +43,7 @@ from lightning_prd.cli.evaluate_checks import (
     given_label_paths,
     set_labels,
 )
-from lightning_prd.cli.families import no_flag, resolve_switches
+from lightning_prd.cli.families import flag_families, no_flag, resolve_switches
 from lightning_prd.cli.inputs import CLIError, _check_path, _Source
 from lightning_prd.cli.labels import read_labels
 from lightning_prd.cli.parser import SCORES
@@ -166,8 +166,8 @@ def _direction_rows(names: Sequence[str], results: Sequence[Tuple[str, Result]])
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
     return {
         "protocol": getattr(args, "protocol", None),
-        "k_precision_recall": args.k_precision_recall,
-        "k_density_coverage": args.k_density_coverage,
+        # the valued families' values (None: off)
+        **{family.keyword: getattr(args, family.keyword) for family in flag_families() if family.value_option},
         "ball": args.ball,
         "extractor": args.extractor,
         "weights": args.weights,
@@ -187,6 +187,10 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "test_key": (args.test_key or args.key) if args.test is not None else None,
         "per_class": scorer.per_class,
     }
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _count(src: _Source, letter: str) -> str:
@@ -221,13 +225,12 @@ def _header(
     if scorer.only_frechet:
         lines.append("scores    the Fréchet distance only (--only frechet)")
         return "\n".join(lines)
-    k_precision_recall, k_density_coverage = (
-        k if k is not None else "-" for k in (args.k_precision_recall, args.k_density_coverage)
-    )
-    lines.append(
-        f"k         precision/recall = {k_precision_recall}  density/coverage = {k_density_coverage}  "
-        f"balls = {args.ball}"
-    )
+    ks = [  # the valued families' k (their name with a slash: precision/recall)
+        f"{family.name.replace('_', '/')} = {_or_dash(getattr(args, family.keyword))}"
+        for family in flag_families()
+        if family.value_option
+    ]
+    lines.append(f"k         {'  '.join(ks)}  balls = {args.ball}")
     skipped = [
         f"{family.name} ({no_flag(family)})"
         for family in switch_families()
