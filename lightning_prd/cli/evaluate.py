@@ -5,8 +5,8 @@ set with one ``GenerativeMetrics`` pass, print the table, write ``--json`` and `
 and a covariance, :mod:`lightning_prd.cli.reference`) serves: the metric is then given those
 statistics in place of real features (``GenerativeMetrics.set_real_statistics``).
 
-``--fd-infinity``, ``--data-copying`` and ``--fld`` switch on the metric's ``fd_infinity``,
-``data_copying`` and ``fld`` (seeded by ``--seed``); the last two need the held-out set ``--test``,
+Each score family is switched by its flags (:mod:`lightning_prd.cli.families`: one loop over the family
+registry gives the metric every family's switch); the families that score against a held-out set need ``--test``,
 given to the metric as its ``"test"`` role. ``evaluate --real-labels/--fake-labels`` switch on its
 ``per_class`` scores, printed as a second table (:mod:`lightning_prd.cli.columns`)."""
 

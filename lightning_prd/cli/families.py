@@ -113,6 +113,8 @@ def _checked(family: Family, option: str):
 
     def parse(text: str) -> Any:
         value = _value(text)
+        if value is None and family.value_option == option:  # None switches it off: its --no- flag says so
+            raise argparse.ArgumentTypeError(f"expected a value of {option}, but got {text!r} (see {no_flag(family)})")
         try:
             family.options(value if family.value_option == option else {option: value})
         except ValueError as err:
