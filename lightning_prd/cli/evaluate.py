@@ -5,8 +5,8 @@ set with one ``GenerativeMetrics`` pass, print the table, write ``--json`` and `
 and a covariance, :mod:`lightning_prd.cli.reference`) serves: the metric is then given those
 statistics in place of real features (``GenerativeMetrics.set_real_statistics``).
 
-``--fd-infinity``, ``--data-copying`` and ``--fld`` switch on the metric's ``fd_infinity``,
-``data_copying`` and ``fld`` (seeded by ``--seed``); the last two need the held-out set ``--test``,
+Each score family is switched by its flags (:mod:`lightning_prd.cli.families`: one loop over the family
+registry gives the metric every family's switch); the families that score against a held-out set need ``--test``,
 given to the metric as its ``"test"`` role. ``evaluate --real-labels/--fake-labels`` switch on its
 ``per_class`` scores, printed as a second table (:mod:`lightning_prd.cli.columns`)."""
 
@@ -36,13 +36,14 @@ from lightning_prd.cli.columns import (
 from lightning_prd.cli.evaluate_checks import (
     check_held_out,
     check_only,
+    check_pair,
     check_sizes,
     check_test,
     core_error,
     given_label_paths,
     set_labels,
 )
-from lightning_prd.cli.families import family_switches
+from lightning_prd.cli.families import flag_families, no_flag, resolve_switches
 from lightning_prd.cli.inputs import CLIError, _check_path, _Source
 from lightning_prd.cli.labels import read_labels
 from lightning_prd.cli.parser import SCORES
@@ -60,7 +61,7 @@ from lightning_prd.cli.protocol import (
 )
 from lightning_prd.cli.reference import BY_CONTENT, load_set
 from lightning_prd.features.registry import UnknownExtractorError
-from lightning_prd.functional.engine.families import families, get_family
+from lightning_prd.functional.engine.families import Family, families, get_family, switch_families
 from lightning_prd.functional.engine.family_scores import FamilyError
 from lightning_prd.protocols import Protocol, get_protocol
 
@@ -79,6 +80,7 @@ class _Scorer:
         args: argparse.Namespace,
         device: torch.device,
         *,
+        switches: Sequence[Tuple[Family, Any, Optional[Dict[str, Any]]]],
         test: Optional[_Source] = None,
         real_labels: Optional[Tensor] = None,
     ) -> None:
@@ -86,37 +88,15 @@ class _Scorer:
 
         self.args, self.device = args, device
         self.per_class = real_labels is not None
-        seeded = dict(seed=args.seed)
         self.only_frechet = args.only == "frechet"
-        self.prd = not args.no_prd and not self.only_frechet
-        self.alpha_beta = not args.no_alpha_beta and not self.only_frechet
-        prd = dict(num_clusters=args.prd_clusters, num_runs=args.prd_runs, seed=args.seed, enforce_balance="subsample")
-        knn = not self.only_frechet
-        try:  # a family flag's options are checked here (the other flags before): a usage error
-            switches = family_switches(args)
+        #: each switchable family's checked options, None when off (:func:`resolve_switches`)
+        self.on: Dict[str, Optional[Dict[str, Any]]] = {family.name: options for family, _, options in switches}
+        try:  # the families' options were checked before: an error here is a usage error too
             self.metric = GenerativeMetrics(
-                k_precision_recall=args.k_precision_recall if knn else None,
-                k_density_coverage=args.k_density_coverage if knn else None,
-                frechet=getattr(args, "frechet", True),
-                realism=False,  # per-sample: not in the table
-                authenticity=False,  # in the table with alpha_beta
-                reset_real_features=False,
-                prd=prd if self.prd else False,
-                alpha_beta=dict(num_alphas=args.num_alphas, k=args.k_density_coverage) if self.alpha_beta else False,
-                kid=dict(seed=args.seed) if args.kid else False,
-                vendi=args.vendi,
-                top_pr=bool(args.top_pr),
+                **{family.keyword: value for family, value, _ in switches},
                 ball=args.ball,
-                probabilistic=args.probabilistic and knn,
-                pr_cover=args.pr_cover and knn,
-                cmmd=args.cmmd,
-                clipped=args.clipped,
-                symmetric=args.symmetric,
-                fd_infinity=seeded if args.fd_infinity else False,
-                data_copying=seeded if args.data_copying else False,
-                fld=seeded if args.fld else False,
+                reset_real_features=False,
                 per_class=self.per_class,
-                **switches,
             ).to(device)
         except ValueError as err:
             raise UsageError(str(err)) from None
@@ -186,8 +166,8 @@ def _direction_rows(names: Sequence[str], results: Sequence[Tuple[str, Result]])
 def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -> Dict[str, Any]:
     return {
         "protocol": getattr(args, "protocol", None),
-        "k_precision_recall": args.k_precision_recall,
-        "k_density_coverage": args.k_density_coverage,
+        # the valued families' values (None: off)
+        **{family.keyword: getattr(args, family.keyword) for family in flag_families() if family.value_option},
         "ball": args.ball,
         "extractor": args.extractor,
         "weights": args.weights,
@@ -198,19 +178,19 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
         "detector": args.detector,
         "real_key": args.real_key or args.key,
         "fake_key": args.fake_key or args.key,
-        # every family with options: its options, None when off (PRD and alpha/beta: the flags that set them)
-        **{family.name: scorer.metric.plan.options_of(family.name) for family in families() if family.defaults},
-        "prd": (
-            {"num_clusters": args.prd_clusters, "num_runs": args.prd_runs, "enforce_balance": "subsample"}
-            if scorer.prd
-            else None
-        ),
-        "alpha_beta": {"num_alphas": args.num_alphas, "k": args.k_density_coverage, "embedding": None}
-        if scorer.alpha_beta
-        else None,
+        # every family with options but a valued one (its value is above): its options, None when off
+        **{
+            family.name: scorer.metric.plan.options_of(family.name)
+            for family in families()
+            if family.defaults and family.value_option is None
+        },
         "test_key": (args.test_key or args.key) if args.test is not None else None,
         "per_class": scorer.per_class,
     }
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _count(src: _Source, letter: str) -> str:
@@ -245,21 +225,16 @@ def _header(
     if scorer.only_frechet:
         lines.append("scores    the Fréchet distance only (--only frechet)")
         return "\n".join(lines)
-    k_precision_recall, k_density_coverage = (
-        k if k is not None else "-" for k in (args.k_precision_recall, args.k_density_coverage)
-    )
-    lines.append(
-        f"k         precision/recall = {k_precision_recall}  density/coverage = {k_density_coverage}  "
-        f"balls = {args.ball}"
-    )
-    parts = (
-        ("PRD", "prd", args.no_prd, scorer.prd),
-        ("alpha/beta", "alpha-beta", args.no_alpha_beta, scorer.alpha_beta),
-    )
+    ks = [  # the valued families' k (their name with a slash: precision/recall)
+        f"{family.name.replace('_', '/')} = {_or_dash(getattr(args, family.keyword))}"
+        for family in flag_families()
+        if family.value_option
+    ]
+    lines.append(f"k         {'  '.join(ks)}  balls = {args.ball}")
     skipped = [
-        f"{name} ({'--no-' + flag if off else 'not available in this installation'})"
-        for name, flag, off, on in parts
-        if not on
+        f"{family.name} ({no_flag(family)})"
+        for family in switch_families()
+        if family.cli.on and family.value_option is None and scorer.on[family.name] is None
     ]
     if skipped:
         lines.append(f"skipped   {', '.join(skipped)}")
@@ -331,7 +306,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise CLIError(f"--labels: got {len(names)} labels for {len(fakes)} --fake sets")
     protocol = apply_protocol(args)
     check_only(args)
-    check_held_out(args)
+    try:  # every family flag's value, checked by its record (the parser checked the valued ones)
+        switches = resolve_switches(args)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    on = {family.name: options for family, _, options in switches}
+    check_held_out(args, on)
     label_paths = given_label_paths(args)
     sets = [("--real", args.real), *([("--test", args.test)] if args.test is not None else [])]
     sets += [("--fake", p) for p in fakes]
@@ -344,18 +324,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
     warn_if_short(protocol, real, "--real", args)
     real.extras.pop("logits", None)  # the Inception Score is the generated set's
     only = args.only == "frechet"
-    ks = (("--k-precision-recall", args.k_precision_recall), ("--k-density-coverage", args.k_density_coverage))
-    knn = [] if only else [(flag, k) for flag, k in ks if k is not None]
     need = "a covariance" if only else "k-NN radii"
     if real.statistics is None:
-        check_sizes(real, "--real", knn, args, need=need)
+        check_sizes(real, "--real", switches, args, need=need)
     real_rows = set_labels(real_labels, "--real-labels", real, "--real", args)
     use_count(args, "--test")
     test = load_set(args.test, "--test", args, extractor, device) if args.test is not None else None
     if test is not None:
-        check_test(test, real, args)
+        check_test(test, real, args, on)
     dim = real.dim
-    scorer = _Scorer(real, args, device, test=test, real_labels=real_rows)
+    scorer = _Scorer(real, args, device, switches=switches, test=test, real_labels=real_rows)
     if test is not None:
         test.features = test.features[:, :0].cpu()  # the metric holds them; keep the count
     results: List[Tuple[str, Result]] = []
@@ -373,18 +351,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"--fake {path}: {fake.features.shape[1]} features per sample, but --real has {dim} ({args.real})"
             )
-        check_sizes(fake, "--fake", knn[:1] if knn and knn[0][0] == "--k-precision-recall" else [], args, need=need)
-        clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
-        if scorer.prd and args.prd_clusters > clustered:
-            raise CLIError(
-                f"--prd-clusters: expected at most {clustered}, but got {args.prd_clusters} (PRD clusters "
-                f"2 x min(N, M) samples; N = {real.num}, M = {fake.num} for --fake {path})"
-            )
-        if args.fd_infinity and fake.num < 3:
-            raise CLIError(
-                f"--fd-infinity: expected at least 3 generated samples (FD-infinity fits a line through subsets of "
-                f"2 to M samples), but --fake {path} holds {fake.num}"
-            )
+        check_sizes(fake, "--fake", switches, args, need=need)
+        check_pair(real, fake, switches, args)
         fake_rows = set_labels(fake_labels, "--fake-labels", fake, "--fake", args)
         try:
             result = scorer(fake.features, fake_rows)

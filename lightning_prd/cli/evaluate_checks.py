@@ -6,25 +6,26 @@ and the set sizes each k-NN radius needs; each failure is one line naming the fl
 from __future__ import annotations
 
 import argparse
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from lightning_prd.cli.families import given_family_flags, held_out_flags, no_flag
 from lightning_prd.cli.inputs import CLIError, _Source, _subsample_rows
 from lightning_prd.cli.labels import Labels, check_labels_path, labels_for
+from lightning_prd.functional.engine.families import Family, switch_families
 
-#: the held-out flags of ``evaluate`` and their Namespace attributes
-HELD_OUT_FLAGS = (("--data-copying", "data_copying"), ("--fld", "fld"))
 #: the per-class flags of ``evaluate`` and their Namespace attributes
 LABEL_FLAGS = (("--real-labels", "real_labels"), ("--fake-labels", "fake_labels"))
 
 
 def check_only(args: argparse.Namespace) -> None:
-    """``--only frechet`` leaves out every other score: the flags that add one, and ``--plot``, are refused."""
+    """``--only frechet`` keeps the families a statistics file serves (:attr:`Family.statistics`): a flag that
+    asks for another family's scores (its flag, its value or one of its options; not its ``--no-`` flag), the
+    labels of the per-class scores and ``--plot`` are refused."""
     if args.only != "frechet":
         return
-    names = ("kid", "vendi", "top_pr", "cmmd", "clipped", "symmetric", "fd_infinity", "data_copying", "fld")
-    added = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name)]
+    added = [flag for family, flag, _ in given_family_flags(args) if not family.statistics and flag != no_flag(family)]
     added += [flag for flag, name in LABEL_FLAGS if getattr(args, name, None) is not None]
     if added:
         raise CLIError(f"--only frechet: scores the Fréchet distance alone, but {', '.join(added)} asks for more")
@@ -32,10 +33,11 @@ def check_only(args: argparse.Namespace) -> None:
         raise CLIError(f"--plot {args.plot}: --only frechet gives no curve and no precision/recall to draw")
 
 
-def check_held_out(args: argparse.Namespace) -> None:
-    """``--data-copying`` and ``--fld`` need ``--test``, and ``--test`` needs one of them (checked before any
-    file is read: a held-out set no score uses would be read and silently ignored)."""
-    uses = [flag for flag, name in HELD_OUT_FLAGS if getattr(args, name)]
+def check_held_out(args: argparse.Namespace, on: Mapping[str, Optional[Dict[str, Any]]]) -> None:
+    """The families that score against a held-out set (:attr:`Family.needs_test`) need ``--test``, and
+    ``--test`` needs one of them (checked before any file is read: a held-out set no score uses would be read
+    and silently ignored). ``on``: each family's options, None when off."""
+    uses = [family.flag for family in switch_families() if family.needs_test and on.get(family.name) is not None]
     if uses and args.test is None:
         raise CLIError(
             f"{' and '.join(uses)} {'needs' if len(uses) == 1 else 'need'} --test PATH: a held-out set of real "
@@ -43,7 +45,7 @@ def check_held_out(args: argparse.Namespace) -> None:
         )
     if args.test is not None and not uses:
         raise CLIError(
-            f"--test {args.test}: no score asked for uses a held-out set; add --data-copying and/or --fld, "
+            f"--test {args.test}: no score asked for uses a held-out set; add {' and/or '.join(held_out_flags())}, "
             "or leave --test out"
         )
     if args.test_key is not None and args.test is None:
@@ -75,8 +77,11 @@ def set_labels(labels: Optional[Labels], flag: str, src: _Source, set_flag: str,
     return labels.labels if rows is None else labels.labels[rows]
 
 
-def check_test(test: _Source, real: _Source, args: argparse.Namespace) -> None:
-    """The held-out set against the training set ``--real``: its width, not the same samples, enough for FLD."""
+def check_test(
+    test: _Source, real: _Source, args: argparse.Namespace, on: Mapping[str, Optional[Dict[str, Any]]]
+) -> None:
+    """The held-out set against the training set ``--real``: its width, not the same samples, enough for FLD
+    (when on: ``on`` holds each family's options, None when off)."""
     if test.dim != real.dim:
         raise CLIError(f"--test {args.test}: {test.dim} features per sample, but --real has {real.dim} ({args.real})")
     if test.features.shape == real.features.shape and torch.equal(test.features, real.features):
@@ -84,7 +89,7 @@ def check_test(test: _Source, real: _Source, args: argparse.Namespace) -> None:
             f"--test {args.test}: the same samples as --real {args.real}; the held-out set must be real samples "
             "the model was not trained on"
         )
-    if args.fld:
+    if on.get("fld") is not None:
         if test.num < 2:
             raise CLIError(f"--fld: expected at least 2 --test samples, but --test {args.test} holds {test.num}")
         flat = torch.nonzero(test.features.double().std(0) == 0).flatten()
@@ -101,17 +106,64 @@ def core_error(err: Exception) -> str:
 
 
 def check_sizes(
-    src: _Source, flag: str, options: Sequence[Tuple[str, int]], args: argparse.Namespace, *, need: str = "k-NN radii"
+    src: _Source,
+    flag: str,
+    switches: Sequence[Tuple[Family, Any, Optional[Dict[str, Any]]]],
+    args: argparse.Namespace,
+    *,
+    need: str = "k-NN radii",
 ) -> None:
-    """A k-NN radius of ``k`` needs ``k + 1`` samples in its set (the core's rule), named by option and file;
-    a covariance (``need``) needs 2."""
+    """The fewest samples each family switched on needs in the set ``src`` (``flag``: ``--real`` or ``--fake``;
+    its record's ``min_real`` / ``min_fake``), named by the flag that sets the size; every set needs 2 (``need``
+    names what for)."""
     held = f"{flag} {src.path} holds {src.num} samples" + (
         f" (--num-samples {args.num_samples})" if src.num != src.total else ""
     )
     if src.num < 2:
         raise CLIError(f"{flag} {src.path}: expected at least 2 samples for {need}, but got {src.num}")
-    for option, k in options:
-        if src.num < k + 1:
+    for family, value, options in switches:
+        if options is None:
+            continue
+        fewest = family.fewest(options)[0 if flag == "--real" else 1]
+        if src.num >= fewest:
+            continue
+        if family.value_option is not None:
+            extra = fewest - value
             raise CLIError(
-                f"{option}: expected at most {src.num - 1}, but got {k} ({held}; a k-NN radius needs at least k + 1)"
+                f"{family.flag}: expected at most {src.num - extra}, but got {value} ({held}; {family.flag} K needs "
+                f"at least K + {extra})"
             )
+        raise CLIError(f"{family.flag}: needs at least {fewest} samples in {flag}, but {held}")
+
+
+def check_pair(
+    real: _Source,
+    fake: _Source,
+    switches: Sequence[Tuple[Family, Any, Optional[Dict[str, Any]]]],
+    args: argparse.Namespace,
+) -> None:
+    """The sizes of one generated set against the real set that the families' options need: PRD clusters
+    ``2 x min(N, M)`` samples, FD-infinity fits a line through subsets of 2 to M samples, and each family's
+    ``fit`` (as the metric runs it: lenient for a family switched on with its defaults), named by its flag."""
+    on = {family.name: options for family, _, options in switches}
+    prd = on.get("prd")
+    clustered = 2 * min(real.num, fake.num)  # PRD subsamples the larger set to the smaller one's size
+    if prd is not None and prd["num_clusters"] > clustered:
+        raise CLIError(
+            f"--prd-clusters: expected at most {clustered}, but got {prd['num_clusters']} (PRD clusters "
+            f"2 x min(N, M) samples; N = {real.num}, M = {fake.num} for --fake {fake.path})"
+        )
+    if on.get("fd_infinity") is not None and fake.num < 3:
+        raise CLIError(
+            f"--fd-infinity: expected at least 3 generated samples (FD-infinity fits a line through subsets of "
+            f"2 to M samples), but --fake {fake.path} holds {fake.num}"
+        )
+    if real.statistics is not None:
+        return
+    for family, value, options in switches:
+        if options is None or family.fit is None:
+            continue
+        try:
+            family.fit(dict(options), real.num, fake.num, value is True)
+        except ValueError as err:
+            raise CLIError(f"{family.flag}: {err} (--real {real.path}, --fake {fake.path})") from None

@@ -9,10 +9,12 @@ from typing import Any, Optional
 
 from lightning_prd import __version__
 from lightning_prd.cli.columns import COLUMNS
-from lightning_prd.cli.families import add_family_flags, load_entry_points
+from lightning_prd.cli.families import add_family_flags, held_out_flags, load_entry_points, scores_epilog
 from lightning_prd.cli.precision import add_precision_argument
-from lightning_prd.cli.protocol import Recorded, RecordedBool, RecordedTrue, add_protocol_argument, protocols_epilog
+from lightning_prd.cli.protocol import add_protocol_argument, protocols_epilog
+from lightning_prd.cli.recorded import Recorded
 from lightning_prd.cli.runs import add_runs_parser
+from lightning_prd.functional.engine.families import switch_families
 from lightning_prd.functional.engine.inputs import MAX_SEED
 
 PROG = "lightning-prd"
@@ -65,26 +67,7 @@ inputs:
   input folder (it would be read as a sample next time). Bad input: exit status 1 and one
   line on stderr; usage errors (an unknown flag is named): status 2.
 
-scores (the table, and --json):
-  precision, recall               Kynkäänniemi et al. 2019 (k = --k-precision-recall)
-  density, coverage               Naeem et al. 2020 (k = --k-density-coverage)
-  f_beta, f_inv_beta              max F_8 / F_1/8 of the PRD curve, Sajjadi et al. 2018
-  alpha_precision, beta_recall,   integrated alpha/beta curves and authenticity,
-  authenticity                    Alaa et al. 2022 (k = --k-density-coverage: beta = 1 is coverage)
-  frechet_distance                the FID formula on these features
-  clipped_density, clipped_coverage  with --clipped: Salvy et al. 2026 (k = 5), bounded in [0, 1]
-  sym_precision, sym_recall       with --symmetric: Khayatkhoei & AbdAlmageed 2023 (k = 5)
-  frechet_distance_infinity       with --fd-infinity: the Frechet distance extrapolated to infinitely
-                                  many generated samples (15 subsets seeded by --seed), Chong &
-                                  Forsyth 2020
-  ct, ct_cells                    with --data-copying: the C_T statistic (about 0: no copying; below
-                                  about -3: copying; above 0: underfitting) and the cells it
-                                  averages, Meehan et al. 2020 (PCA to 64 dims, 3 cells)
-  authenticity_percentage         with --data-copying: 100 x authenticity (with alpha/beta on)
-  fld, fld_gap, fld_nll_test      with --fld: Feature Likelihood Divergence (lower is better; about
-  fld_train, fld_nll_train,       0 for a model as good as the training data) and its
-  fld_nll_baseline                generalization gap (negative: memorization), Jiralerspong
-                                  et al. 2023; the last three are diagnostics
+{{scores}}
   per class (evaluate, with --real-labels and --fake-labels): a second table, one row per
   class, with the precision, recall, density, coverage and frechet_distance of that class's
   samples, their means (over the classes where each is defined) and the class of lowest
@@ -92,9 +75,7 @@ scores (the table, and --json):
   The 'better' column: higher, lower (frechet_distance), 1 is ideal (density: below 1
   means samples in empty regions, above 1 samples piled in dense regions), 0 is ideal (ct,
   fld_gap) or - (counts and diagnostics, not ranked).
-  PRD and alpha/beta appear when lightning_prd provides them and are skipped with
-  --no-prd / --no-alpha-beta. The PRD clustering subsamples the larger set to the
-  smaller one's size (seeded by --seed).
+  The PRD clustering subsamples the larger set to the smaller one's size (seeded by --seed).
 
 {{protocols}}
 
@@ -157,9 +138,6 @@ def _int_in(minimum: int, maximum: Optional[int] = None):
 _positive_int = _int_in(1)
 #: the package's seed range (lightning_prd.functional.engine.inputs.MAX_SEED)
 _seed = _int_in(0, MAX_SEED)
-#: the bounds of lightning_prd.functional.prd.check_prd_options / alpha_beta.check_num_alphas
-_prd_runs = _int_in(1, 10_000)
-_num_alphas = _int_in(2, 1_000_000)
 
 
 def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
@@ -195,10 +173,6 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
     p.add_argument("--json", metavar="OUT", help="write every scalar score and the settings to this JSON file")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG with the PRD and alpha/beta curves (when available)")
     add_protocol_argument(p)
-    k_help = "k of precision/recall (default: 3)"
-    p.add_argument("--k-precision-recall", type=_positive_int, default=3, metavar="K", action=Recorded, help=k_help)
-    k_help = "k of density/coverage and beta-recall (default: 5)"
-    p.add_argument("--k-density-coverage", type=_positive_int, default=5, metavar="K", action=Recorded, help=k_help)
     p.add_argument(
         "--ball",
         choices=("closed", "open"),
@@ -233,90 +207,16 @@ def _add_common(p: argparse.ArgumentParser, *, many_fakes: bool) -> None:
         type=_seed,
         default=0,
         metavar="S",
-        help="seed of subsampling, PRD clustering, KID, FD-infinity, C_T and FLD, 0 to 2**63 - 1 (default: 0)",
-    )
-    p.add_argument("--no-prd", action=RecordedTrue, help="skip the PRD curve and F_8 / F_1/8")
-    p.add_argument("--no-alpha-beta", action=RecordedTrue, help="skip alpha-precision, beta-recall and authenticity")
-    p.add_argument(
-        "--probabilistic",
-        action=RecordedBool,
-        default=True,
-        help="probabilistic precision and recall (p_precision, p_recall; default: on)",
-    )
-    p.add_argument(
-        "--pr-cover",
-        action=RecordedBool,
-        default=True,
-        help="precision cover and recall cover (precision_cover, recall_cover; default: on)",
-    )
-    p.add_argument(
-        "--clipped",
-        action="store_true",
-        help="add clipped density and clipped coverage (clipped_density, clipped_coverage; k = 5)",
-    )
-    p.add_argument(
-        "--symmetric",
-        action="store_true",
-        help="add symmetric precision and recall (sym_precision, sym_recall; k = 5)",
-    )
-    p.add_argument(
-        "--kid",
-        action="store_true",
-        help="add the Kernel Inception Distance (100 subsets of min(1000, N, M) samples, seeded by --seed)",
-    )
-    p.add_argument("--vendi", action="store_true", help="add the Vendi score of the generated and of the real set")
-    p.add_argument(
-        "--top-pr",
-        action="store_true",
-        help="add TopP&R (top_precision, top_recall, top_f1; its own pass; more than 160 samples per set)",
-    )
-    p.add_argument(
-        "--cmmd",
-        action=RecordedTrue,
-        help="add CMMD (Gaussian-kernel MMD; its sigma = 10 is calibrated for unit-norm CLIP embeddings)",
-    )
-    p.add_argument(
-        "--fd-infinity",
-        action="store_true",
-        help="add FD-infinity (frechet_distance_infinity): the Frechet distance extrapolated to infinitely many "
-        "generated samples, from 15 subsets of 2 to M samples seeded by --seed",
+        help=f"seed of subsampling and of {', '.join(f.flag for f in switch_families() if f.cli.seeded)}, "
+        "0 to 2**63 - 1 (default: 0)",
     )
     p.add_argument(
         "--test",
         metavar="PATH",
-        help="held-out real samples the model never saw, for --data-copying and --fld (--real is then the "
-        "training set): a features file or image folder, read as --real is",
+        help=f"held-out real samples the model never saw, for {' and '.join(held_out_flags())} (--real is then "
+        "the training set): a features file or image folder, read as --real is",
     )
     p.add_argument("--test-key", metavar="KEY", help="--key for the --test file only")
-    p.add_argument(
-        "--data-copying",
-        action="store_true",
-        help="add the C_T data-copying statistic (ct, ct_cells; below about -3: copying) and "
-        "authenticity_percentage; needs --test",
-    )
-    p.add_argument(
-        "--fld",
-        action="store_true",
-        help="add the Feature Likelihood Divergence (fld, fld_gap: negative is memorization, and its "
-        "likelihoods); needs --test",
-    )
-    p.add_argument(
-        "--prd-clusters", type=_positive_int, default=20, metavar="C", help="k-means clusters of PRD (default: 20)"
-    )
-    p.add_argument(
-        "--prd-runs",
-        type=_prd_runs,
-        default=10,
-        metavar="R",
-        help="clusterings averaged by PRD, at most 10000 (default: 10)",
-    )
-    p.add_argument(
-        "--num-alphas",
-        type=_num_alphas,
-        default=30,
-        metavar="A",
-        help="points of the alpha/beta curves, at least 2 (default: 30)",
-    )
     add_family_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true", help="show the full traceback of errors")
@@ -412,8 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     load_entry_points()
 
-    epilog = EPILOG.replace("{extractors}", ", ".join(available_extractors())).replace(
-        "{protocols}", protocols_epilog()
+    epilog = (
+        EPILOG.replace("{extractors}", ", ".join(available_extractors()))
+        .replace("{protocols}", protocols_epilog())
+        .replace("{scores}", scores_epilog())
     )
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(

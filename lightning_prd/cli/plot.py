@@ -4,40 +4,51 @@ precision) points of every generated set, in one image."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence, Tuple
+from typing import Any, NamedTuple, Sequence, Tuple
 
 from lightning_prd.cli.checks import write_output
 
 
+class _Panel(NamedTuple):
+    """One panel of curves: the x key and its ``(y key, line style, label suffix)`` curves (keys of the results'
+    curves), the axes' limits and words, and whether the diagonal is drawn."""
+
+    x: str
+    ys: Tuple[Tuple[str, str, str], ...]
+    xlim: Tuple[float, float]
+    xlabel: str
+    ylabel: str
+    title: str
+    diagonal: bool
+    legend: str
+
+
+#: the curve panels of --plot, each drawn when a generated set's results hold its curves
+PANELS = (
+    _Panel("prd_recall", (("prd_precision", "-", ""),), (0, 1.02), "recall", "precision", "PRD curve", False,
+           "lower left"),
+    _Panel("alphas", (("alpha_precision_curve", "-", " α-precision"), ("beta_recall_curve", "--", " β-recall")),
+           (0, 1), "α, β", "score", "α-precision (solid), β-recall (dashed)", True, "upper left"),
+)  # fmt: skip
+
+
 def write_plot(path: str, results: Sequence[Tuple[str, Any]]) -> None:
-    """One PNG: PRD curves and alpha/beta curves when computed, and the (recall, precision) points."""
+    """One PNG: the curve panels (:data:`PANELS`) whose curves were computed, and the (recall, precision) points."""
     from matplotlib.figure import Figure
 
-    marker = {"prd": "prd_precision", "alpha_beta": "alphas"}
-    panels = [p for p in ("prd", "alpha_beta") if any(marker[p] in curves for _, (_, curves, _) in results)]
+    panels = [p for p in PANELS if any(p.x in curves for _, (_, curves, _) in results)]
     fig = Figure(figsize=(4.6 * (len(panels) + 1), 4.2), dpi=110, layout="constrained")
     axes = fig.subplots(1, len(panels) + 1, squeeze=False)[0]
     colours = [f"C{i % 10}" for i in range(len(results))]
     for ax, panel in zip(axes, panels):
         for (label, (_, c, _)), colour in zip(results, colours):
-            if panel == "prd" and "prd_precision" in c:
-                ax.plot(c["prd_recall"], c["prd_precision"], color=colour, label=label)
-            elif panel == "alpha_beta" and "alphas" in c:
-                ax.plot(c["alphas"], c["alpha_precision_curve"], color=colour, label=f"{label} α-precision")
-                ax.plot(c["alphas"], c["beta_recall_curve"], color=colour, linestyle="--", label=f"{label} β-recall")
-        if panel == "prd":
-            ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title="PRD curve")
-        else:
+            for y, style, suffix in panel.ys if panel.x in c else ():
+                ax.plot(c[panel.x], c[y], color=colour, linestyle=style, label=f"{label}{suffix}")
+        if panel.diagonal:
             ax.plot([0, 1], [0, 1], color="0.6", linewidth=1, linestyle=":")
-            ax.set(
-                xlim=(0, 1),
-                ylim=(0, 1.02),
-                xlabel="α, β",
-                ylabel="score",
-                title="α-precision (solid), β-recall (dashed)",
-            )
+        ax.set(xlim=panel.xlim, ylim=(0, 1.02), xlabel=panel.xlabel, ylabel=panel.ylabel, title=panel.title)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small", loc="lower left" if panel == "prd" else "upper left")
+        ax.legend(fontsize="x-small", loc=panel.legend)
     ax = axes[-1]
     for (label, (scores, _, _)), colour in zip(results, colours):
         if "precision" in scores and "recall" in scores:

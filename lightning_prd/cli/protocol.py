@@ -10,7 +10,9 @@ real set subsampled to its ``num_real``, each generated set to its ``num_fake``,
 with fewer samples is used whole, with a warning that the scores are not comparable with published ones).
 
 **Explicit flags.** A flag counts as given when it is on the command line (whatever its value): the parser
-records them (:class:`Recorded`). A given flag that contradicts the protocol is a usage error (exit status 2,
+records them (:class:`~lightning_prd.cli.recorded.Recorded`). The families' flags are checked in one loop over the
+registry (:func:`~lightning_prd.protocols.metric_arguments` names the families a protocol switches). A given
+flag that contradicts the protocol is a usage error (exit status 2,
 :class:`UsageError`) naming the flag, its value, the protocol and the protocol's value; one that agrees is
 accepted. ``--num-samples`` agrees only with a protocol that takes the same count of both sets. Flags the
 protocol does not name (``--kid``, ``--vendi``, ``--device``, ...) stay free. A protocol without a network
@@ -37,16 +39,18 @@ from __future__ import annotations
 import argparse
 import textwrap
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import Tensor
 
+from lightning_prd.cli.families import no_flag, parse_options
 from lightning_prd.cli.inputs import CLIError, _Source
 from lightning_prd.cli.precision import precision_of
 from lightning_prd.features.base import _module_device
 from lightning_prd.features.precision import describe_precision
 from lightning_prd.features.registry import canonical_name, get_extractor
+from lightning_prd.functional.engine.families import Family, switch_families
 from lightning_prd.protocols import (
     Protocol,
     available_protocols,
@@ -62,37 +66,6 @@ from lightning_prd.protocols.pass_scores import PASS_SCORES
 
 class UsageError(CLIError):
     """A command line that contradicts itself (a flag against ``--protocol``): exit status 2."""
-
-
-# ---------------------------------------------------------------------------- recording given flags
-def _record(namespace: argparse.Namespace, option: str, value: Any) -> None:
-    given = dict(getattr(namespace, "given_flags", None) or {})
-    given[option] = value
-    namespace.given_flags = given
-
-
-class Recorded(argparse._StoreAction):
-    """``store``, and the flag recorded in ``namespace.given_flags`` (``{flag: value}``)."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _record(namespace, self.option_strings[0], values)
-
-
-class RecordedTrue(argparse._StoreTrueAction):
-    """``store_true``, and the flag recorded."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _record(namespace, self.option_strings[0], True)
-
-
-class RecordedBool(argparse.BooleanOptionalAction):
-    """``--flag/--no-flag``, and the flag recorded under ``--flag`` with the value it set."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _record(namespace, self.option_strings[0], getattr(namespace, self.dest))
 
 
 def add_protocol_argument(p: argparse.ArgumentParser) -> None:
@@ -119,30 +92,37 @@ def protocols_epilog() -> str:
 
 
 # ---------------------------------------------------------------------------- the protocol's flags
-def _flag_values(p: Protocol) -> Dict[str, Tuple[str, Any]]:
-    """``{flag: (Namespace attribute, the protocol's value)}`` of the flags a protocol sets."""
-    m = metric_arguments(p)
-    flags: Dict[str, Tuple[str, Any]] = {
-        "--k-precision-recall": ("k_precision_recall", m["k_precision_recall"]),
-        "--k-density-coverage": ("k_density_coverage", m["k_density_coverage"]),
-        "--no-prd": ("no_prd", True),
-        "--no-alpha-beta": ("no_alpha_beta", True),
-        "--probabilistic": ("probabilistic", False),
-        "--pr-cover": ("pr_cover", False),
-        "--cmmd": ("cmmd", m["cmmd"] is not False),
-        "--only": ("only", "frechet" if tuple(p.scores) == ("frechet_distance",) else None),
-    }
-    if "ball" in m:
-        flags["--ball"] = ("ball", m["ball"])
-    return flags
-
-
 def _contradiction(flag: str, value: Any, p: Protocol, protocol_value: Any) -> UsageError:
     shown = "" if value is True else f" {value}"
     return UsageError(
         f"{flag}{shown}: contradicts protocol {p.name!r}, which sets it to {protocol_value!r}; "
         f"leave {flag} out (the protocol sets it), or drop --protocol"
     )
+
+
+def _is_on(value: Any) -> bool:
+    return value is not False and value is not None
+
+
+def _apply_family(args: argparse.Namespace, family: Family, value: Any, p: Protocol, given: Dict[str, Any]) -> None:
+    """Set the switch of ``family`` to the protocol's ``value``; a flag of the family given that contradicts it
+    raises :class:`UsageError`."""
+    if family.value_option is not None:
+        if family.flag in given and not same_value(getattr(args, family.keyword), value):
+            raise _contradiction(family.flag, getattr(args, family.keyword), p, value)
+        if no_flag(family) in given and value is not None:
+            raise _contradiction(no_flag(family), True, p, value)
+        setattr(args, family.keyword, value)
+        return
+    if family.flag in given:
+        words = given[family.flag]
+        asked = parse_options(family.flag, words)
+        kept = value if isinstance(value, dict) else {}
+        if not _is_on(value) or any(not same_value(v, kept.get(k, family.defaults.get(k))) for k, v in asked.items()):
+            raise _contradiction(" ".join([family.flag, *words]), True, p, value)
+    if no_flag(family) in given and _is_on(value):
+        raise _contradiction(no_flag(family), True, p, value)
+    setattr(args, family.keyword, dict(value) if isinstance(value, dict) else [] if _is_on(value) else False)
 
 
 def apply_protocol(args: argparse.Namespace) -> Optional[Protocol]:
@@ -155,15 +135,19 @@ def apply_protocol(args: argparse.Namespace) -> Optional[Protocol]:
     except ValueError:
         raise UsageError(f"--protocol {name}: expected one of {', '.join(available_protocols())}") from None
     given = getattr(args, "given_flags", None) or {}
-    if given.get("--only") == "frechet" and "frechet_distance" in p.scores:
-        given = {k: v for k, v in given.items() if k != "--only"}  # a subset of the protocol's scores
-        only_frechet = True
-    else:
-        only_frechet = False
-    for flag, (attr, value) in _flag_values(p).items():
-        if flag in given and not same_value(getattr(args, attr), value):
-            raise _contradiction(flag, getattr(args, attr), p, value)
-        setattr(args, attr, value)
+    only_frechet = given.get("--only") == "frechet" and "frechet_distance" in p.scores
+    m = metric_arguments(p)
+    only = "frechet" if tuple(p.scores) == ("frechet_distance",) else None
+    if "--only" in given and not only_frechet and not same_value(args.only, only):
+        raise _contradiction("--only", args.only, p, only)
+    args.only = "frechet" if only_frechet else only
+    if "ball" in m:
+        if "--ball" in given and not same_value(args.ball, m["ball"]):
+            raise _contradiction("--ball", args.ball, p, m["ball"])
+        args.ball = m["ball"]
+    for family in switch_families():
+        if family.keyword in m:  # the families the protocol does not name stay free
+            _apply_family(args, family, m[family.keyword], p, given)
     if "--extractor" in given and p.extractor is not None:
         if canonical_name(str(args.extractor)) != canonical_name(p.extractor):
             raise _contradiction("--extractor", args.extractor, p, p.extractor)
@@ -172,9 +156,6 @@ def apply_protocol(args: argparse.Namespace) -> Optional[Protocol]:
     if "--num-samples" in given and not (p.num_real == p.num_fake == args.num_samples):
         counts = f"{p.num_real or 'all'} real and {p.num_fake or 'all'} generated samples"
         raise _contradiction("--num-samples", args.num_samples, p, counts)
-    if only_frechet:
-        args.only = "frechet"
-    args.frechet = "frechet_distance" in p.scores
     args.protocol_counts = {"--real": p.num_real, "--test": p.num_real, "--fake": p.num_fake}
     return p
 

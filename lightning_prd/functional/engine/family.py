@@ -38,7 +38,8 @@ class CliSpec:
         on: on by default in ``evaluate`` (its flag then reads ``--no-<name>``); otherwise off unless its flag is
             given.
         seeded: its ``seed`` option takes ``--seed``.
-        flags: extra flags setting one option each: ``{flag: (option, help)}`` (``--prd-clusters``).
+        flags: extra flags setting one option each: ``{flag: (option, help)}`` (``--prd-clusters``), its value
+            checked by the record.
         linked: options taken from another flag's value: ``{option: dest}`` (α-precision's ``k`` follows
             ``--k-density-coverage``).
         help: the help line of its flag.
