@@ -245,7 +245,8 @@ def _stats_file(folder):
             lambda p: dict(real=_stats_file(p)),
             ValueError,
             r"`real` .*stats\.npz \(fid-stats\) holds only the mean and covariance of 2 features.*"
-            r"metric=dict\(k_precision_recall=None, k_density_coverage=None, probabilistic=False, pr_cover=False, prd=False",
+            r"metric=dict\(k_precision_recall=None, k_density_coverage=None, probabilistic=False, pr_cover=False, "
+            r"prd=False",
         ),
         (
             lambda p: dict(real="datamodule:xyz"),

@@ -32,6 +32,7 @@ DATA: Dict[Tuple[str, str], str] = {
     ("protocols/fingerprint.py", "fingerprint"): "the fingerprint's fields (a schema runs compare)",
     ("protocols/pass_scores.py", "PASS_SCORES"): "the keys the extractor's other outputs give",
     ("callback/protocol.py", "run_fingerprint"): "the fingerprint's fields (a schema runs compare)",
+    ("cli/protocol.py", "run_fingerprint"): "the fingerprint's fields (a schema runs compare)",
     ("functional/uncertainty.py", "score_spread"): "the error bars of precision, recall, density and coverage: "
     "one public function of both families' scores",
 }
