@@ -14,7 +14,7 @@ import torch
 from lightning_prd import GenerativeMetrics
 from lightning_prd.cli import main
 from lightning_prd.functional import cmmd, generative_metrics
-from lightning_prd.functional.generative import CMMD_DEFAULTS
+from lightning_prd.functional.engine.families import get_family
 from lightning_prd.scores import direction
 
 from ddp_utils import run_ddp
@@ -179,7 +179,7 @@ def test_generative_metrics_switch():
     gen = torch.Generator().manual_seed(7)
     real, fake = unit_rows(120, 16, gen), unit_rows(90, 16, gen, shift=0.5)
     assert "cmmd" not in generative_metrics(real, fake)  # off by default
-    assert CMMD_DEFAULTS == dict(sigma=10.0, scale=1000.0, unbiased=False)
+    assert get_family("cmmd").defaults == dict(sigma=10.0, scale=1000.0, unbiased=False)
     out = generative_metrics(real, fake, cmmd=True)
     assert float(out["cmmd"]) == float(cmmd(real, fake))
     out = generative_metrics(
