@@ -59,3 +59,10 @@ def paths_that_are_no_file(tmp_path):
         (tmp_path / "link.pth", FileNotFoundError, "is a broken symbolic link"),
         (tmp_path / "missing.pth", FileNotFoundError, "does not exist"),
     )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """End the session's pool of 2 DDP workers (``tests/ddp_utils.py``), if a test started it."""
+    ddp_utils = sys.modules.get("ddp_utils")
+    if ddp_utils is not None:
+        ddp_utils.close_pool()

@@ -1,7 +1,7 @@
 """NCCL's rules enforced over gloo: a wrapper around ``torch.distributed``'s collectives for the DDP tests.
 
 :func:`install` (called in each process after ``init_process_group``) makes every tensor collective raise
-``StrictCollectiveError`` when NCCL would refuse it or hang on it:
+``StrictCollectiveError`` when NCCL would refuse it or hang on it, until :func:`uninstall`:
 
 * a tensor not placed on the group's device: gloo stands for NCCL and the CPU for the GPU
   (``collectives.ACCELERATOR_BACKENDS["gloo"] = "cpu"``); as the CPU is also where the states live with
@@ -29,6 +29,9 @@ from lightning_prd.functional.knn import collectives
 
 #: bytes received by ``all_gather`` on this rank, by call site kind: "all_gather" (every call)
 RECEIVED: Dict[str, int] = {"all_gather": 0}
+
+#: what :func:`install` replaced, restored by :func:`uninstall`: "dist" (its functions), "place", "backends"
+_REPLACED: Dict[str, Any] = {}
 
 _ALLOWED_OPS = (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX)
 
@@ -68,11 +71,16 @@ def _check(name: str, inputs: List[torch.Tensor], outputs: List[torch.Tensor], g
 
 def install() -> None:
     """Wrap ``dist.all_gather``, ``all_reduce``, ``broadcast``, ``gather``, the object collectives and
-    ``collectives.place`` in this process (for the rest of its life)."""
+    ``collectives.place`` in this process until :func:`uninstall`; :data:`RECEIVED` starts at 0."""
+    uninstall()
+    RECEIVED["all_gather"] = 0
     original = {
         n: getattr(dist, n)
         for n in ("all_gather", "all_reduce", "broadcast", "gather", "all_gather_object", "broadcast_object_list")
     }
+    _REPLACED["dist"] = dict(original)
+    _REPLACED["place"] = collectives.place
+    _REPLACED["backends"] = dict(collectives.ACCELERATOR_BACKENDS)
     collectives.ACCELERATOR_BACKENDS["gloo"] = "cpu"
     collectives.place = _place
 
@@ -111,3 +119,15 @@ def install() -> None:
     dist.gather = gather
     dist.all_gather_object = all_gather_object
     dist.broadcast_object_list = broadcast_object_list
+
+
+def uninstall() -> None:
+    """Put back what :func:`install` replaced (nothing when it is not installed)."""
+    if not _REPLACED:
+        return
+    for name, fn in _REPLACED.pop("dist").items():
+        setattr(dist, name, fn)
+    collectives.place = _REPLACED.pop("place")
+    backends = _REPLACED.pop("backends")
+    collectives.ACCELERATOR_BACKENDS.clear()
+    collectives.ACCELERATOR_BACKENDS.update(backends)

@@ -26,6 +26,8 @@ from lightning_prd.cli import main
 from lightning_prd.functional import density_coverage, generative_metrics, precision_recall
 from lightning_prd.functional.uncertainty import score_spread
 
+from ddp_utils import run_ddp
+
 NAMES = ("precision", "recall", "density", "coverage")
 
 
@@ -284,3 +286,47 @@ def test_callback_logs_open_ball_scores(tmp_path):
         logged[ball] = {n: float(trainer.callback_metrics[f"prd/{n}"]) for n in NAMES}
     assert logged["open"] == dict.fromkeys(NAMES, 1.0)
     assert logged["closed"]["density"] == pytest.approx(6 / 5, rel=1e-6)
+
+
+# ---------------------------------------------------------------------------- DDP: open balls on tied data
+DDP_G = torch.Generator().manual_seed(11)
+DDP_REAL = torch.randint(-3, 4, (97, 4), generator=DDP_G).float()
+DDP_FAKE = torch.cat([DDP_REAL[:40], DDP_REAL[:10], torch.randint(-3, 4, (23, 4), generator=DDP_G).float()])
+#: (real rows, fake rows) of rank 0 and rank 1
+DDP_SPLIT = [((0, 70), (0, 9)), ((70, 97), (9, 73))]
+DDP_K = 3
+
+
+def _ddp_metric(ball="open", alpha_beta=True):
+    return GenerativeMetrics(
+        DDP_K, DDP_K, prd=False, alpha_beta=alpha_beta, frechet=False, ball=ball, block_bytes=12000
+    )
+
+
+def _ddp_rank(rank, world):
+    (r0, r1), (f0, f1) = DDP_SPLIT[rank]
+    m = _ddp_metric()
+    m.update(DDP_REAL[r0:r1], real=True)
+    m.update(DDP_FAKE[f0:f1], real=False)
+    return {k: v.clone() for k, v in m.compute().items()}
+
+
+@pytest.mark.parametrize("screen", ["1", "0"], ids=["bf16-screen", "float32-tiles"])
+def test_ddp_open_balls_equal_one_process_and_prdc(screen, monkeypatch):
+    """Tied data (a partial copy of an integer-valued real set, with duplicates) split unevenly over 2 gloo
+    processes, small tiles so each rank computes several."""
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", screen)
+    single = _ddp_metric()
+    single.update(DDP_REAL, real=True)
+    single.update(DDP_FAKE, real=False)
+    ref = single.compute()
+    n, m = len(DDP_REAL), len(DDP_FAKE)
+    want = counts(prdc_scores(DDP_REAL.double().numpy(), DDP_FAKE.double().numpy(), DDP_K), n, m, DDP_K)
+    assert counts(ref, n, m, DDP_K) == want
+    closed = _ddp_metric(ball="closed", alpha_beta=False)
+    closed.update(DDP_REAL, real=True)
+    closed.update(DDP_FAKE, real=False)
+    assert float(ref["density"]) < float(closed.compute()["density"])  # the ties are on the radii
+    for out in run_ddp(_ddp_rank):
+        for name in (*NAMES, "alpha_precision", "beta_recall", "authenticity"):
+            assert float(out[name]) == float(ref[name]), name

@@ -22,10 +22,21 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional import clipped_density_coverage, density_coverage, generative_metrics
+from lightning_prd import GenerativeMetrics
+from lightning_prd.cli import main
+from lightning_prd.functional import (
+    clipped_density_coverage,
+    density_coverage,
+    generative_metrics,
+    symmetric_precision_recall,
+)
 from lightning_prd.functional.clipped import coverage_calibration
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import cross_pass, prepare, self_knn
 from lightning_prd.functional.knn.clipped import ClippedBalls
+from lightning_prd.functional.knn.shard import Shard
+
+from ddp_utils import run_ddp
 
 
 def _sq(a, b):
@@ -214,3 +225,69 @@ def test_bad_input_names_the_argument():
         pr_cover=False,
     )
     assert "clipped_density" not in generative_metrics(real[:5], fake[:4], clipped=True, **few)  # too small: left out
+
+
+# ---------------------------------------------------------------------------- with the symmetric scores: surfaces
+SURFACE_KEYS = ("clipped_density", "clipped_coverage", "sym_precision", "sym_recall")
+SURFACE_REAL = torch.randn(120, 3, generator=torch.Generator().manual_seed(0))
+SURFACE_FAKE = 1.3 * torch.randn(90, 3, generator=torch.Generator().manual_seed(1)) + 0.2
+
+
+def test_the_metric_keeping_the_real_side_equals_the_functions():
+    clip = clipped_density_coverage(SURFACE_REAL, SURFACE_FAKE, k=3)
+    sym = symmetric_precision_recall(SURFACE_REAL, SURFACE_FAKE, k=2)
+    want = [float(v) for v in (*clip, *sym)]
+    kept = GenerativeMetrics(
+        prd=False, alpha_beta=False, clipped=dict(k=3), symmetric=dict(k=2), reset_real_features=False
+    )
+    kept.update(SURFACE_REAL, real=True)
+    for _ in range(2):  # the second compute reuses the cached real side
+        kept.update(SURFACE_FAKE, real=False)
+        assert [float(kept.compute()[k]) for k in SURFACE_KEYS] == want
+        kept.reset()
+
+
+def test_the_command_line_compare_columns_and_only_frechet_refusal(tmp_path, capfd):
+    np.save(tmp_path / "real.npy", SURFACE_REAL.numpy())
+    np.save(tmp_path / "fake.npy", SURFACE_FAKE.numpy())
+    np.save(tmp_path / "fake2.npy", (0.5 * SURFACE_FAKE).numpy())
+    argv = ["compare", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "fake.npy")]
+    argv += [str(tmp_path / "fake2.npy"), "--no-prd", "--no-alpha-beta", "--clipped", "--symmetric", "-q"]
+    assert main(argv) == 0
+    table = capfd.readouterr().out
+    assert all(key in table for key in SURFACE_KEYS)
+    only = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "fake.npy")]
+    assert main([*only, "--only", "frechet", "--clipped", "--symmetric"]) == 1
+    assert "--clipped, --symmetric asks for more" in capfd.readouterr().err
+
+
+# ---------------------------------------------------------------------------- DDP: the sharded pass's counts
+DDP_G = torch.Generator().manual_seed(11)
+DDP_REAL = torch.randn(90, 5, generator=DDP_G)
+DDP_FAKE = torch.cat([1.2 * torch.randn(60, 5, generator=DDP_G) + 0.2, DDP_REAL[:10]])  # with exact copies
+
+
+def _counts(shard=None):
+    """The cross pass's clipped counts and the real neighbours behind the normaliser (small tiles)."""
+    res = knn_pass(
+        DDP_REAL,
+        DDP_FAKE,
+        member_ks=[4],
+        extra_real_ks=[1, 2, 3, 4, 5],
+        clipped=ClippedBalls(4),
+        block_bytes=12000,
+        shard=shard,
+    )
+    return res.cross.clipped.fake_count, res.cross.clipped.real_count, res.real.sq_radii[5]
+
+
+def _sharded(rank, world):
+    return _counts(Shard(rank, world))
+
+
+def test_the_sharded_pass_counts_equal_one_process(monkeypatch):
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")
+    want = _counts()
+    for got in run_ddp(_sharded):
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)

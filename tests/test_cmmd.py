@@ -12,8 +12,12 @@ import pytest
 import torch
 
 from lightning_prd import GenerativeMetrics
+from lightning_prd.cli import main
 from lightning_prd.functional import cmmd, generative_metrics
 from lightning_prd.functional.engine.families import get_family
+from lightning_prd.scores import direction
+
+from ddp_utils import run_ddp
 
 
 # ---------------------------------------------------------------------------- references
@@ -282,3 +286,59 @@ def test_bad_features_and_sizes():
         generative_metrics(x, x, cmmd=dict(bandwidth=1.0))
     with pytest.raises(ValueError, match="`cmmd` to be a bool or a dict"):
         generative_metrics(x, x, cmmd="yes")
+
+
+# ---------------------------------------------------------------------------- DDP: the real side's kernel sum
+DDP_OPTIONS = dict(sigma=0.7, scale=10.0, unbiased=True)
+_G = torch.Generator().manual_seed(11)
+DDP_REAL = unit_rows(97, 6, _G)
+DDP_FAKE = unit_rows(71, 6, _G, shift=0.8)
+
+
+def _kept_two_evaluations(real, fake):
+    """Two evaluations with the real side kept: ``fake``, then ``0.9 * fake`` after a reset; and the gammas whose
+    real kernel sum is cached."""
+    m = GenerativeMetrics(cmmd=DDP_OPTIONS, prd=False, alpha_beta=False, reset_real_features=False, block_bytes=12000)
+    m.update(real, real=True)
+    m.update(fake, real=False)
+    first = float(m.compute()["cmmd"])
+    m.reset()
+    m.update(fake * 0.9, real=False)
+    return first, float(m.compute()["cmmd"]), list(m._real_cache.kernel_sums)
+
+
+def _ddp_rank(rank, world):
+    rows_real = slice(0, 60) if rank == 0 else slice(60, 97)
+    rows_fake = slice(0, 11) if rank == 0 else slice(11, 71)
+    return _kept_two_evaluations(DDP_REAL[rows_real], DDP_FAKE[rows_fake])
+
+
+def test_ddp_unbiased_with_the_real_kernel_sum_kept_equals_one_process(monkeypatch):
+    monkeypatch.setenv("LIGHTNING_PRD_SCREEN", "1")  # the kernel passes run float32 tiles all the same
+    want = _kept_two_evaluations(DDP_REAL, DDP_FAKE)
+    assert want[0] == pytest.approx(oracle(DDP_REAL, DDP_FAKE, **DDP_OPTIONS), rel=1e-6)
+    assert want[1] == pytest.approx(float(cmmd(DDP_REAL, DDP_FAKE * 0.9, **DDP_OPTIONS)), rel=1e-7)
+    assert want[2] == [1 / (2 * 0.7**2)]  # one real kernel sum, computed once
+    assert run_ddp(_ddp_rank) == [want, want]
+
+
+# ---------------------------------------------------------------------------- the command line's compare
+def test_compare_cmmd_column_lower_is_better(tmp_path, capsys):
+    gen = np.random.default_rng(0)
+    real = gen.normal(size=(60, 5)).astype(np.float32)
+    fakes = [(0.7 * gen.normal(size=(50, 5)) + 0.2).astype(np.float32), gen.normal(size=(45, 5)).astype(np.float32)]
+    np.save(tmp_path / "real.npy", real)
+    for i, fake in enumerate(fakes):
+        np.save(tmp_path / f"fake{i}.npy", fake)
+    fake_args = [str(tmp_path / "fake0.npy"), str(tmp_path / "fake1.npy")]
+    argv = ["compare", "--real", str(tmp_path / "real.npy"), "--fake", *fake_args, "--cmmd"]
+    assert main([*argv, "--no-prd", "--no-alpha-beta", "-q"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if "cmmd" in line.split())
+    end = header.index(" cmmd") + len(" cmmd")  # columns are right-aligned
+    cells = {line.split()[0]: line[:end].split()[-1] for line in lines if line.split()}
+    values = [float(cmmd(torch.from_numpy(real), torch.from_numpy(f))) for f in fakes]
+    assert float(cells["fake0"]) == pytest.approx(values[0], abs=6e-5)  # printed with 4 decimals
+    assert float(cells["fake1"]) == pytest.approx(values[1], abs=6e-5)
+    assert direction("cmmd") == "lower" and cells["(better)"] == "lower"
+    assert cells["(best)"] == ("fake0" if values[0] < values[1] else "fake1")

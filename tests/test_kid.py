@@ -13,8 +13,10 @@ from torchmetrics.image.kid import KernelInceptionDistance
 from lightning_prd import GenerativeMetrics, PRDCallback
 from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, kernel_inception_distance
+from lightning_prd.functional import kid as kid_module
 from lightning_prd.functional.kid import _subset_indices, poly_mmd2
 
+from ddp_utils import run_ddp
 from tiny_modules import GaussianSampler, quiet_trainer
 
 G = torch.Generator().manual_seed(11)
@@ -224,3 +226,41 @@ def test_cuda_draws_the_same_subsets_as_the_cpu():
     assert cuda[0].device.type == "cuda"
     for a, b in zip(cpu, cuda):
         assert float(b) == pytest.approx(float(a), rel=1e-10, abs=1e-14)
+
+
+# ---------------------------------------------------------------------------- DDP: the subsets are split
+DDP_KID = dict(subsets=7, subset_size=40, seed=3)
+#: (real rows, fake rows) of rank 0 and rank 1: uneven
+DDP_SPLIT = [((0, 80), (0, 9)), ((80, 130), (9, 97))]
+
+
+def _kid_and_subsets(real, fake):
+    """``kid`` and ``kid_std`` of a Metric, and the subsets this process computed (``poly_mmd2`` calls)."""
+    calls, original = [0], kid_module.poly_mmd2
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    kid_module.poly_mmd2 = counted
+    try:
+        metric = GenerativeMetrics(kid=DDP_KID, prd=False, alpha_beta=False)
+        metric.update(real, real=True)
+        metric.update(fake, real=False)
+        out = metric.compute()
+    finally:
+        kid_module.poly_mmd2 = original
+    return float(out["kid"]), float(out["kid_std"]), calls[0]
+
+
+def _ddp_rank(rank, world):
+    (r0, r1), (f0, f1) = DDP_SPLIT[rank]
+    return _kid_and_subsets(REAL[r0:r1], FAKE[f0:f1])
+
+
+def test_ddp_splits_the_subsets_between_the_ranks():
+    kid, kid_std, subsets = _kid_and_subsets(REAL, FAKE)
+    assert subsets == 7
+    ranks = run_ddp(_ddp_rank)
+    assert [r[:2] for r in ranks] == [(kid, kid_std)] * 2  # the gathered sets: the same subsets, the same Gram
+    assert [r[2] for r in ranks] == [4, 3]  # rank 0: subsets 0, 2, 4, 6; rank 1: 1, 3, 5

@@ -1,11 +1,19 @@
 """Probabilistic precision and recall (Park & Kim 2023) against a float64 NumPy oracle of the paper's formula."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from lightning_prd import GenerativeMetrics
+from lightning_prd.cli import main
 from lightning_prd.functional import generative_metrics, probabilistic_precision_recall
+from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import soft
+from lightning_prd.functional.knn.shard import Shard
+
+from ddp_utils import run_ddp
 
 
 def _dists(a, b):
@@ -175,3 +183,63 @@ def test_bad_input(kwargs, match):
     real, fake = _pair(1, 20, 40, 2)
     with pytest.raises(ValueError, match=match):
         probabilistic_precision_recall(real, fake, **kwargs)
+
+
+# ---------------------------------------------------------------------------- the switches of both soft families
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(probabilistic=dict(kk=3)), "probabilistic"),
+        (dict(probabilistic=dict(a=-1.0)), "`a`"),
+        (dict(pr_cover=dict(C=0)), "`C`"),
+        (dict(pr_cover="yes"), "pr_cover"),
+    ],
+)
+def test_bad_switch_values_name_the_option(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GenerativeMetrics(**kwargs)
+
+
+def test_the_command_line_turns_each_off_alone_and_compare_shows_both(tmp_path, capsys):
+    real, fake = _pair(3, 120, 90, 3, shift=0.2)
+    np.save(tmp_path / "real.npy", real.numpy())
+    np.save(tmp_path / "fake.npy", fake.numpy())
+    np.save(tmp_path / "fake2.npy", (0.5 * fake).numpy())
+    base = ["evaluate", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "fake.npy"), "-q"]
+    base += ["--no-prd", "--no-alpha-beta", "--json", str(tmp_path / "s.json")]
+    keys = {"--no-probabilistic": ("p_precision", "p_recall"), "--no-pr-cover": ("precision_cover", "recall_cover")}
+    for flag, gone in keys.items():
+        assert main([*base, flag]) == 0
+        scores = json.loads((tmp_path / "s.json").read_text())["scores"]
+        kept = {key for keys_ in keys.values() for key in keys_} - set(gone)
+        assert not set(gone) & set(scores) and kept <= set(scores), flag
+    argv = ["compare", "--real", str(tmp_path / "real.npy"), "--fake", str(tmp_path / "fake.npy")]
+    argv += [str(tmp_path / "fake2.npy"), "--no-prd", "--no-alpha-beta", "--probabilistic", "--pr-cover", "-q"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "p_precision" in line.split())
+    assert {"p_precision", "p_recall", "precision_cover", "recall_cover"} <= set(header.split())
+
+
+# ---------------------------------------------------------------------------- DDP: the sharded pass per sample
+DDP_G = torch.Generator().manual_seed(7)
+DDP_REAL = torch.randn(90, 5, generator=DDP_G)
+DDP_FAKE = torch.cat([1.1 * torch.randn(60, 5, generator=DDP_G), DDP_REAL[:10]])  # with exact copies
+
+
+def _per_sample(shard=None):
+    """Per-sample soft probabilities (both variants) and PR-cover decisions of the engine's pass (small tiles)."""
+    c = knn_pass(DDP_REAL, DDP_FAKE, cover=(2, 6), soft=(3, 1.3, False), block_bytes=12000, shard=shard).cross
+    near = knn_pass(DDP_REAL, DDP_FAKE, soft=(3, 1.5, True), block_bytes=12000, shard=shard).cross
+    return c.fake_soft, c.real_soft, c.fake_covered, c.real_covered, near.fake_soft, near.real_soft
+
+
+def _sharded(rank, world):
+    return _per_sample(Shard(rank, world))
+
+
+def test_the_sharded_pass_per_sample_equals_one_process(both_tile_paths):
+    want = _per_sample()
+    for got in run_ddp(_sharded):
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)

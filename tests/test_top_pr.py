@@ -2,14 +2,20 @@
 same random draws (exact), the official ``top-pr`` package (exact with the same draws, and
 within its own run-to-run variability with independent ones), sanity cases and bad input."""
 
+import inspect
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from lightning_prd.functional import top_precision_recall
-from lightning_prd.functional.top_pr import top_pr_draws
+from lightning_prd import GenerativeMetrics
+from lightning_prd.functional import generative_metrics, top_precision_recall
+from lightning_prd.functional.knn import kde
+from lightning_prd.functional.top_pr import TOP_PR_DEFAULTS, top_pr_draws
+from lightning_prd.scores import direction
+
+from ddp_utils import run_ddp
 
 KEYS = ("top_precision", "top_recall", "top_f1")
 
@@ -258,3 +264,92 @@ def test_bad_sets_name_the_argument():
         top_precision_recall(torch.full((200, 64), float("nan")), fake, k=50)
     with pytest.raises(ValueError, match="`real` to have distinct samples.*bandwidth of it is 0"):
         top_precision_recall(torch.zeros(60, 3), torch.randn(60, 3), k=5)
+
+
+# ---------------------------------------------------------------------------- the switch
+SW_REAL = torch.randn(260, 6, generator=torch.Generator().manual_seed(3))
+SW_FAKE = 1.3 * torch.randn(230, 6, generator=torch.Generator().manual_seed(4))
+
+
+def test_switch_defaults_are_the_function_defaults():
+    params = inspect.signature(top_precision_recall).parameters
+    assert TOP_PR_DEFAULTS == {name: params[name].default for name in TOP_PR_DEFAULTS}
+    assert set(params) - set(TOP_PR_DEFAULTS) == {"real", "fake", "block_bytes"}
+
+
+def test_the_switch_equals_the_function():
+    opts = dict(num_bootstrap=12, seed=4)
+    out = generative_metrics(SW_REAL, SW_FAKE, top_pr=opts, realism=False)
+    want = top_precision_recall(SW_REAL, SW_FAKE, **opts)
+    for key in KEYS:
+        assert torch.equal(out[key], want[key]), key
+        assert direction(key) == "higher"
+    assert 0 < float(out["top_precision"]) < 1  # an informative case
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        (dict(k=0), r"`top_pr\['k'\]` to be a positive integer"),
+        (dict(alpha=1.0), r"`top_pr\['alpha'\]`"),
+        (dict(bandwidth="scott"), r"`top_pr\['bandwidth'\]`.*'scott'"),
+        (dict(kernel="cosine"), r"`top_pr` to hold only .*unknown keys \['kernel'\]"),
+        ("yes", r"`top_pr` to be a bool or a dict"),
+    ],
+)
+def test_bad_switch_values_name_the_option(value, match):
+    with pytest.raises(ValueError, match=match):
+        GenerativeMetrics(top_pr=value)
+    with pytest.raises(ValueError, match=match):
+        generative_metrics(SW_REAL, SW_FAKE, top_pr=value)
+
+
+# ---------------------------------------------------------------------------- DDP: the tiles are split
+DDP_REAL = torch.randn(300, 40, generator=torch.Generator().manual_seed(8))
+DDP_FAKE = 1.2 * torch.randn(250, 40, generator=torch.Generator().manual_seed(9)) + 0.1
+#: (real rows, fake rows) of rank 0 and rank 1: uneven, and rank 1 holds most of the fakes
+DDP_SPLIT = [((0, 170), (0, 50)), ((170, 300), (50, 250))]
+
+
+def _ddp_metric():
+    return GenerativeMetrics(top_pr=dict(num_bootstrap=20), prd=False, alpha_beta=False, block_bytes=40000)
+
+
+def _tile_entries(fn):
+    """``fn()`` and the tile entries ``kde._tiles`` yielded meanwhile."""
+    entries, original = [0], kde._tiles
+
+    def counted(*args, **kwargs):
+        for i0, j0, sq in original(*args, **kwargs):
+            entries[0] += sq.shape[0] * sq.shape[1]
+            yield i0, j0, sq
+
+    kde._tiles = counted
+    try:
+        out = fn()
+    finally:
+        kde._tiles = original
+    return out, entries[0]
+
+
+def _ddp_rank(rank, world):
+    (r0, r1), (f0, f1) = DDP_SPLIT[rank]
+    m = _ddp_metric()
+    for s in range(r0, r1, 60):  # several batches per rank
+        m.update(DDP_REAL[s : min(s + 60, r1)], real=True)
+    m.update(DDP_FAKE[f0:f1], real=False)
+    out, entries = _tile_entries(m.compute)
+    return {**{k: v.clone() for k, v in out.items() if k in KEYS}, "tile_entries": entries}
+
+
+def test_ddp_splits_the_kernel_density_tiles_between_the_ranks():
+    single = _ddp_metric()
+    single.update(DDP_REAL, real=True)
+    single.update(DDP_FAKE, real=False)
+    want, entries = _tile_entries(single.compute)
+    outs = run_ddp(_ddp_rank)
+    for out in outs:
+        for key in KEYS:
+            assert torch.equal(out[key], want[key]), key
+    assert sum(out["tile_entries"] for out in outs) == entries  # none computed twice
+    assert all(0 < out["tile_entries"] < entries for out in outs)
