@@ -5,7 +5,8 @@ rank holding no generated samples), a callback fit and the command line's ``--js
 same scores.
 
 The families come from the registry (a family registered later is tested too); :data:`SMALL` only shrinks
-the options of the slow ones for these small sets; :data:`NO_SWITCH` names the families no surface switches.
+the options of the slow ones for these small sets; the families that are no switch (``switchable=False``) are
+checked to have none.
 """
 
 from __future__ import annotations
@@ -45,49 +46,14 @@ SMALL = {
     "fd_infinity": {"num_points": 4},
 }
 
-#: families with scalar outputs that no surface switches: scores of an image extractor's extras (spatial features,
-#: logits), read by the protocols (checked by ``test_the_families_left_out_have_no_switch``)
-NO_SWITCH = {"sfid", "inception_score"}
-
-_RECORD = "the built-in record does not yet set {}"
-#: built-in families whose record does not yet hold what a check reads: name -> reason (strict xfail: a check that
-#: passes fails until its entry goes)
-KEYWORD_PENDING = {
-    "precision_recall": _RECORD.format("keyword `k_precision_recall` and value_option `k`"),
-    "density_coverage": _RECORD.format("keyword `k_density_coverage` and value_option `k`"),
-}
-PENDING = {
-    **KEYWORD_PENDING,
-    "fld": _RECORD.format("needs_test"),
-    "data_copying": _RECORD.format("needs_test"),
-}
-#: the command line's flags not generated from the records yet: missing, or taking no ``key=value`` options
-_NO_OPTIONS = "its flag takes no key=value options yet"
-CLI_PENDING = {
-    **PENDING,
-    **{name: "the command line has no flag of its own yet" for name in ("alpha_beta", "authenticity", "frechet")},
-    **{name: f"{PENDING[name]}; {_NO_OPTIONS}" if name in PENDING else _NO_OPTIONS for name in SMALL},
-}
-
-#: the command line's settings that do not name every family yet
-CLI_DEFAULTS_PENDING = {
-    **KEYWORD_PENDING,
-    **{name: "the command line's settings do not name it yet" for name in ("authenticity", "frechet")},
-}
-
 
 def scalar_families():
     """The registered families with scalar outputs that a surface switches."""
-    return [f for f in families() if f.outputs and f.name not in NO_SWITCH]
+    return [f for f in families() if f.outputs and f.switchable]
 
 
-def each_family(pending=PENDING):
-    return [
-        pytest.param(f, id=f.name, marks=[pytest.mark.xfail(strict=True, reason=pending[f.name])])
-        if f.name in pending
-        else pytest.param(f, id=f.name)
-        for f in scalar_families()
-    ]
+def each_family():
+    return [pytest.param(f, id=f.name) for f in scalar_families()]
 
 
 def options(family):
@@ -151,7 +117,7 @@ def test_the_families_left_out_have_no_switch():
     keywords = set(inspect.signature(generative_metrics).parameters)
     keywords |= set(inspect.signature(GenerativeMetrics.__init__).parameters)
     for family in families():
-        if family.name in NO_SWITCH:
+        if not family.switchable:
             assert family.outputs, family.name
             assert family.keyword not in keywords and family.flag not in _flags(), family.name
 
@@ -161,7 +127,7 @@ def _default_call():
     return generative_metrics(REAL, FAKE)
 
 
-@pytest.mark.parametrize("family", each_family(KEYWORD_PENDING), ids=lambda f: f.name)
+@pytest.mark.parametrize("family", each_family(), ids=lambda f: f.name)
 def test_a_call_without_switches_holds_the_families_on_by_default_only(family):
     param = inspect.signature(generative_metrics).parameters.get(family.keyword)
     value = getattr(param.default, "value", param.default) if param is not None else False  # a marked default
@@ -180,7 +146,7 @@ def cli_defaults(tmp_path_factory):
     return json.loads((folder / "out.json").read_text())
 
 
-@pytest.mark.parametrize("family", each_family(CLI_DEFAULTS_PENDING), ids=lambda f: f.name)
+@pytest.mark.parametrize("family", each_family(), ids=lambda f: f.name)
 def test_the_command_line_without_flags_scores_the_families_its_settings_switch_on(family, cli_defaults):
     on = cli_defaults["settings"][family.keyword] not in (None, False)
     assert (set(family.outputs) & set(cli_defaults["scores"])) == (set(family.outputs) if on else set())
@@ -259,7 +225,7 @@ def _flags():
     return {s for a in evaluate.choices["evaluate"]._actions for s in a.option_strings}
 
 
-@pytest.mark.parametrize("family", each_family(CLI_PENDING), ids=lambda f: f.name)
+@pytest.mark.parametrize("family", each_family(), ids=lambda f: f.name)
 def test_the_command_line_json_equals_the_function(family, tmp_path, capsys):
     np.save(tmp_path / "real.npy", REAL.numpy())
     np.save(tmp_path / "fake.npy", FAKE.numpy())
@@ -292,7 +258,7 @@ class Recorder:
 
 
 def test_a_callback_fit_logs_what_the_metric_computes(tmp_path):
-    chosen = [f for f in scalar_families() if not f.needs_test and f.name not in PENDING]
+    chosen = [f for f in scalar_families() if not f.needs_test]
     metric = {k: v for f in chosen for k, v in switch(f).items()}
     sample = Recorder()
     cb = PRDCallback(REAL, sample_fn=sample, num_samples=M, batch_size=M, metric=metric)

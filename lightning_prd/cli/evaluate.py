@@ -184,6 +184,12 @@ def _settings(args: argparse.Namespace, scorer: _Scorer, device: torch.device) -
             for family in families()
             if family.defaults and family.value_option is None
         },
+        # every family of the table without options: whether it is on
+        **{
+            family.keyword: scorer.metric.plan.on(family.name)
+            for family in flag_families()
+            if not family.defaults and family.value_option is None
+        },
         "test_key": (args.test_key or args.key) if args.test is not None else None,
         "per_class": scorer.per_class,
     }
