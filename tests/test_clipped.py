@@ -25,6 +25,7 @@ import torch
 from lightning_prd.functional import clipped_density_coverage, density_coverage, generative_metrics
 from lightning_prd.functional.clipped import coverage_calibration
 from lightning_prd.functional.knn import cross_pass, prepare, self_knn
+from lightning_prd.functional.knn.balls import BallMembers
 from lightning_prd.functional.knn.clipped import ClippedBalls
 
 
@@ -171,7 +172,7 @@ def test_screened_and_deferred_paths_count_the_same(monkeypatch):
     radii = self_knn(r, [4])
     for strict in (False, True):
         counts = [
-            cross_pass(r, f, radii, {}, member_ks=[4], strict=strict, clipped=ClippedBalls(4, strict), deferred=d)
+            cross_pass(r, f, radii, {}, [BallMembers(4, strict), ClippedBalls(4, strict)], deferred=d)
             for d in (False, True)
         ]
         for name in ("fake_count", "real_count"):

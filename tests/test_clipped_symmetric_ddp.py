@@ -25,7 +25,7 @@ def _counts(shard=None):
         REAL,
         FAKE,
         member_ks=[4],
-        extra_real_ks=[1, 2, 3, 4, 5],
+        real_ks=[1, 2, 3, 4, 5],
         clipped=ClippedBalls(4),
         block_bytes=BLOCK,
         shard=shard,

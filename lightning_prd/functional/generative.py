@@ -56,6 +56,7 @@ from lightning_prd.functional.engine.plan import (
     plan_of,
 )
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.vocabulary import check_renamed, default, resolve
 from lightning_prd.functional.frechet import frechet_of
@@ -134,23 +135,25 @@ def scores_from_plan(
         dist_g = fake_centre_distance(fake) if ab is not None else None
         res = run_pass(
             sets,
-            member_ks=member,
-            recall_ks=[k for k in (k_precision_recall, sym_k) if k is not None],
-            realism_k=(k_precision_recall or 3) if plan.realism else None,
-            nearest="fake" if plan.authenticity or sym_k is not None else False,
-            extra_real_ks=extra_real,
-            fake_values=dist_g,
-            value_ks=[ab["k"]] if ab is not None else [],
-            cover=(cover_kc[0], cover_kc[0] * cover_kc[1]) if cover_kc is not None else None,
-            soft=(prob["k"], prob["a"], prob["terms"] == "nearest") if prob is not None else None,
+            PassRequest(
+                member_ks=tuple(member),
+                recall_ks=tuple(k for k in (k_precision_recall, sym_k) if k is not None),
+                realism_k=(k_precision_recall or 3) if plan.realism else None,
+                nearest="fake" if plan.authenticity or sym_k is not None else False,
+                real_ks=tuple(extra_real),
+                fake_values=dist_g,
+                value_ks=(ab["k"],) if ab is not None else (),
+                cover=(cover_kc[0], cover_kc[0] * cover_kc[1]) if cover_kc is not None else None,
+                soft=(prob["k"], prob["a"], prob["terms"] == "nearest") if prob is not None else None,
+                ball=plan.ball,
+                kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
+                clipped=ClippedBalls(clip_k, strict=plan.ball == "open") if clip_k is not None else None,
+                reductions=tuple(r for ask in asks.values() for r in ask.reductions),
+            ),
             dtype=dtype,
             block_bytes=block_bytes,
             real_cache=real_cache,
             shard=shard,
-            ball=plan.ball,
-            kernel_gamma=gamma_of(plan.cmmd["sigma"]) if plan.cmmd is not None else None,
-            clipped=ClippedBalls(clip_k, strict=plan.ball == "open") if clip_k is not None else None,
-            reductions=[r for ask in asks.values() for r in ask.reductions],
         )
         if plan.cmmd is not None:
             out["cmmd"] = cmmd_from_pass(res, scale=plan.cmmd["scale"], unbiased=plan.cmmd["unbiased"])
