@@ -211,10 +211,9 @@ def run_pass(
 
     Args:
         sets: the ``[N, D]`` real and ``[M, D]`` generated features, checked.
-        request: what to compute. Its ``soft`` and ``kernel_gamma`` passes run float tiles (never the
-            bfloat16 screen, whose values are intervals, for the kernel); ``ball`` applies to the balls
-            of ``member_ks`` and ``recall_ks`` (radii, realism, nearest neighbours and the balls of
-            ``value_ks`` are the same either way).
+        request: what to compute. A ``kernel_gamma`` pass runs float tiles (never the bfloat16 screen,
+            whose values are intervals); ``ball`` applies to the balls of ``member_ks`` and ``recall_ks``
+            (radii, realism, nearest neighbours and the balls of ``value_ks`` are the same either way).
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
         block_bytes: memory budget of one tile and its temporaries, and of each set's centred
             working copy for the pass (made only when the set fits it).
