@@ -108,7 +108,7 @@ register_family(
     meaning="radius of the smallest real k-NN ball holding each generated sample (Han et al. 2023)",
     per_class=True,
     docs="metrics/rarity.md",
-    pass_asks=lambda options: PassAsks(real_ks=(options["k"],), reductions=(SmallestBall(options["k"]),)),
+    pass_asks=lambda options: PassAsks(real_ks=[options["k"]], reductions=[SmallestBall(options["k"])]),
     from_pass=rarity_from_pass,
     min_real=lambda options: options["k"] + 1,
     per_sample=("rarity",),
