@@ -141,7 +141,7 @@ def ours(
         recall_ks=[3, 5] if new else [3],
         realism_k=3,
         nearest="fake",
-        extra_real_ks=[1, 2, 3, 4, 5, 6] if new else [1],
+        real_ks=[1, 2, 3, 4, 5, 6] if new else [1],
         fake_values=fake_centre_distance(fake),
         value_ks=[5],
         cover=(k, C * k) if families else None,

@@ -71,7 +71,7 @@ def run(n: int, dim: int, repeats: int) -> None:
             recall_ks=[3],
             realism_k=realism_k,
             nearest="fake",
-            extra_real_ks=[1, 3],
+            real_ks=[1, 3],
             fake_values=values,
             value_ks=[5],
         )

@@ -33,6 +33,7 @@ from lightning_prd.functional import (
 from lightning_prd.functional.clipped import coverage_calibration
 from lightning_prd.functional.engine.one_pass import knn_pass
 from lightning_prd.functional.knn import cross_pass, prepare, self_knn
+from lightning_prd.functional.knn.balls import BallMembers
 from lightning_prd.functional.knn.clipped import ClippedBalls
 from lightning_prd.functional.knn.shard import Shard
 
@@ -182,7 +183,7 @@ def test_screened_and_deferred_paths_count_the_same(monkeypatch):
     radii = self_knn(r, [4])
     for strict in (False, True):
         counts = [
-            cross_pass(r, f, radii, {}, member_ks=[4], strict=strict, clipped=ClippedBalls(4, strict), deferred=d)
+            cross_pass(r, f, radii, {}, [BallMembers(4, strict), ClippedBalls(4, strict)], deferred=d)
             for d in (False, True)
         ]
         for name in ("fake_count", "real_count"):
@@ -273,7 +274,7 @@ def _counts(shard=None):
         DDP_REAL,
         DDP_FAKE,
         member_ks=[4],
-        extra_real_ks=[1, 2, 3, 4, 5],
+        real_ks=[1, 2, 3, 4, 5],
         clipped=ClippedBalls(4),
         block_bytes=12000,
         shard=shard,

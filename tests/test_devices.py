@@ -22,6 +22,7 @@ import lightning_prd.functional as F
 from lightning_prd.functional.engine import devices
 from lightning_prd.functional.engine.devices import compute_device, has_float64, to_compute_device
 from lightning_prd.functional.engine.one_pass import run_pass
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.metrics.inception_score import InceptionScore
 
@@ -189,7 +190,7 @@ def test_the_stand_in_fails_on_float64_like_mps() -> None:
     assert type(moved) is Tensor and moved.data_ptr() != x.data_ptr()
     d = _data()  # the engine handed the pretend tensors directly (no compute_device) fails at its first float64
     with pytest.raises(TypeError, match="float64 tensor on mps"):
-        run_pass(FeatureSets(_pretend(d["real"]), _pretend(d["fake"])), member_ks=[3], recall_ks=[3])
+        run_pass(FeatureSets(_pretend(d["real"]), _pretend(d["fake"])), PassRequest(member_ks=(3,), recall_ks=(3,)))
 
 
 # ------------------------------------------------------------------------------- the functional calls

@@ -46,7 +46,7 @@ def test_all_identical_points_closed_balls():
 def test_exact_copy_with_large_offset_float32(rng):
     real = torch.randn(400, 64, generator=rng) * 0.5 + 3000.0
     fake = real.clone()
-    res = knn_pass(real, fake, member_ks=[3, 5], recall_ks=[3], nearest=True, extra_real_ks=[1])
+    res = knn_pass(real, fake, member_ks=[3, 5], recall_ks=[3], nearest=True, real_ks=[1])
     assert bool(res.cross.fake_in_real[3].all()) and bool(res.cross.real_in_fake[3].all())
     assert bool(res.cross.real_ball_hit[5].all())
     assert bool((res.cross.fake_nn_sq_dist == 0).all())
@@ -76,7 +76,7 @@ def test_block_size_independence(block_bytes, rng):
         recall_ks=[3],
         realism_k=3,
         nearest=True,
-        extra_real_ks=[1],
+        real_ks=[1],
         fake_values=fake.norm(dim=1),
         value_ks=[5],
     )

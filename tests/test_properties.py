@@ -95,7 +95,7 @@ def test_rigid_motion_invariance_float32_decisions(data, seed):
 @given(point_sets(), st.sampled_from([64, 700, 4096]))
 def test_blocked_equals_dense(data, block_bytes):
     real, fake, k = data
-    kw = dict(member_ks=[k], recall_ks=[k], nearest=True, extra_real_ks=[1])
+    kw = dict(member_ks=[k], recall_ks=[k], nearest=True, real_ks=[1])
     a = knn_pass(real, fake, block_bytes=block_bytes, **kw).cross
     b = knn_pass(real, fake, block_bytes=2**30, **kw).cross
     assert torch.equal(a.fake_ball_count[k], b.fake_ball_count[k])

@@ -145,22 +145,37 @@ def _cross(block_bytes, ball="closed", shard=None, sets=None):
 
 
 def _fields(res):
-    """A cross result as a plain dict (it crosses process boundaries)."""
+    """A cross result as a dict of its fields."""
     return {name: getattr(res, name) for name in res.__dataclass_fields__}
 
 
-def _assert_same(got, want):
-    got, want = (_fields(r) if not isinstance(r, dict) else r for r in (got, want))
-    for name in got:
-        a, b = got[name], want[name]
-        if isinstance(a, dict):
-            assert a.keys() == b.keys(), name
-            for k in a:
-                assert torch.equal(a[k], b[k]), (name, k)
-        elif a is None:
-            assert b is None, name
-        else:
-            assert torch.equal(a, b), name
+def _plain(value):
+    """Dataclasses as dicts of their fields, all the way down (a result crosses process boundaries)."""
+    if hasattr(value, "__dataclass_fields__"):
+        value = _fields(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _assert_same(got, want, name="cross"):
+    """Equal bit for bit: tensors, and dicts, tuples and dataclasses of them (``reduced`` too)."""
+    if hasattr(got, "__dataclass_fields__"):
+        got, want = _fields(got), _fields(want)
+    if isinstance(got, dict):
+        assert got.keys() == want.keys(), name
+        for k in got:
+            _assert_same(got[k], want[k], f"{name}.{k}")
+    elif isinstance(got, (tuple, list)):
+        assert len(got) == len(want), name
+        for i, (a, b) in enumerate(zip(got, want)):
+            _assert_same(a, b, f"{name}[{i}]")
+    elif got is None:
+        assert want is None, name
+    else:
+        assert torch.equal(got, want), name
 
 
 def _loop_syncs(monkeypatch):
@@ -244,9 +259,9 @@ def _sharded_rank(rank, world):
         return first(*args, **kwargs)
 
     cross._reduce = spy
-    tied = _fields(_cross(1 << 14, shard=Shard(rank, world)))
+    tied = _plain(_cross(1 << 14, shard=Shard(rank, world)))
     tied_reruns = list(reruns)
-    gaussian = _fields(_cross(1 << 14, shard=Shard(rank, world), sets=_gaussian_sets()))
+    gaussian = _plain(_cross(1 << 14, shard=Shard(rank, world), sets=_gaussian_sets()))
     return (tied, gaussian), (tied_reruns, reruns[len(tied_reruns) :])
 
 
@@ -262,7 +277,7 @@ def test_sharded_deferred_pass_equals_one_process():
     want = (_cross(1 << 14), _cross(1 << 14, sets=_gaussian_sets()))
     for got, (tied_reruns, gaussian_reruns) in run_ddp(_sharded_rank):
         for g, w in zip(got, want):
-            _assert_same(g, w)
+            _assert_same(g, _plain(w))
         assert tied_reruns == [False]  # both ranks ran the listing path again
         assert gaussian_reruns == []  # no log overflowed: the deferred results stand
 
@@ -286,6 +301,10 @@ def test_cuda_cross_pass_equals_the_cpu_listing_path(monkeypatch, sets):
 
 
 def _to_cpu(value):
+    if hasattr(value, "__dataclass_fields__"):
+        return type(value)(**_to_cpu(_fields(value)))
     if isinstance(value, dict):
-        return {k: v.cpu() for k, v in value.items()}
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_to_cpu(v) for v in value)
     return value.cpu() if value is not None else None

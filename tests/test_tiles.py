@@ -136,7 +136,7 @@ def test_every_score_independent_of_the_plan(monkeypatch, rng):
         recall_ks=[3],
         realism_k=3,
         nearest=True,
-        extra_real_ks=[1],
+        real_ks=[1],
         fake_values=fake.norm(dim=1),
         value_ks=[5],
         block_bytes=4096,

@@ -60,6 +60,7 @@ from lightning_prd.functional.engine.inputs import (
 from lightning_prd.functional.engine.one_pass import PassResult, RealSide, requested, run_pass
 from lightning_prd.functional.engine.oneclass import check_embedding, embed_features, embedding_center, train_oneclass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import chunk_rows, mean64
 from lightning_prd.functional.knn.shard import Shard
@@ -160,10 +161,7 @@ def alpha_beta_from_sets(
     fake_dist_g = fake_centre_distance(sets.fake)
     res = run_pass(
         sets,
-        nearest="fake",
-        extra_real_ks=[1],
-        fake_values=fake_dist_g,
-        value_ks=[k],
+        PassRequest(nearest="fake", real_ks=(1,), fake_values=fake_dist_g, value_ks=(k,)),
         dtype=dtype,
         block_bytes=block_bytes,
         real_cache=real_cache,
@@ -182,8 +180,8 @@ def alpha_beta_from_pass(
     per_sample: bool = False,
 ) -> Dict[str, Tensor]:
     """The alpha/beta/authenticity outputs from a pass run with ``nearest="fake"`` (or True),
-    ``extra_real_ks=[1]``, ``fake_values`` = :func:`fake_centre_distance` of the generated set and
-    ``value_ks=[k]``."""
+    ``real_ks=(1,)``, ``fake_values`` = :func:`fake_centre_distance` of the generated set and
+    ``value_ks=(k,)``."""
     real = res.real.points
     fake = requested(res.sets.fake if res.sets is not None else None, "sets")
     fake_dist_g = requested(res.fake_values, "fake_values")
@@ -381,7 +379,7 @@ def authenticity(
     """
     sets = FeatureSets.check(real, fake)
     check_min_samples(sets.real, 1, "real")
-    res = run_pass(sets, nearest="fake", extra_real_ks=[1], dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(sets, PassRequest(nearest="fake", real_ks=(1,)), dtype=dtype, block_bytes=block_bytes)
     return _authentic_from_pass(res).to(torch.float64).mean().to(res.dtype)
 
 

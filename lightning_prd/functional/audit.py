@@ -18,6 +18,7 @@ from lightning_prd.functional.alpha_beta import alpha_beta_from_pass, check_num_
 from lightning_prd.functional.engine.inputs import check_positive_int, check_real
 from lightning_prd.functional.engine.one_pass import requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -66,13 +67,15 @@ def audit_samples(
     dist_g = fake_centre_distance(fake_v)
     res = run_pass(
         sets,
-        member_ks=[k_p, k_c],
-        recall_ks=[k_p],
-        realism_k=k_p,
-        nearest="fake",
-        extra_real_ks=[1],
-        fake_values=dist_g,
-        value_ks=[k_c],
+        PassRequest(
+            member_ks=(k_p, k_c),
+            recall_ks=(k_p,),
+            realism_k=k_p,
+            nearest="fake",
+            real_ks=(1,),
+            fake_values=dist_g,
+            value_ks=(k_c,),
+        ),
         dtype=dtype,
         block_bytes=block_bytes,
     )

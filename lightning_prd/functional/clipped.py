@@ -31,6 +31,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.clipped import ClippedBalls, real_ball_counts
 
@@ -50,7 +51,7 @@ def check_clipped_sizes(real: Tensor, fake: Tensor, k: int, k_name: str = "k") -
 
 
 def pass_options(k: int, num_real: int) -> Tuple[list, list]:
-    """``(member_ks, extra_real_ks)`` the pass needs: the ``NND_k`` balls, and the real radii and
+    """``(member_ks, real_ks)`` the pass needs: the ``NND_k`` balls, and the real radii and
     neighbours ``1 .. k + 1`` (the last only where the set has a ``(k + 1)``-th neighbour)."""
     return [k], list(range(1, min(k + 1, num_real - 1) + 1))
 
@@ -168,11 +169,8 @@ def clipped_density_coverage(
     clipped = ClippedBalls(k, strict=ball == "open")
     res = run_pass(
         sets,
-        member_ks=member_ks,
-        extra_real_ks=real_ks,
-        clipped=clipped,
+        PassRequest(member_ks=tuple(member_ks), real_ks=tuple(real_ks), clipped=clipped, ball=ball),
         dtype=dtype,
         block_bytes=block_bytes,
-        ball=ball,
     )
     return clipped_from_pass(res, k, block_bytes)

@@ -17,6 +17,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_real
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 #: the official code's bandwidth (calibrated for unit-norm CLIP ViT-L/14 embeddings) and scale
@@ -131,5 +132,5 @@ def cmmd(
     sigma, scale, unbiased = check_cmmd_options(sigma, scale, unbiased)
     sets = FeatureSets.check(real, fake)
     check_cmmd_sizes(sets.num_real, sets.num_fake, unbiased)
-    res = run_pass(sets, dtype=dtype, block_bytes=block_bytes, kernel_gamma=gamma_of(sigma))
+    res = run_pass(sets, PassRequest(kernel_gamma=gamma_of(sigma)), dtype=dtype, block_bytes=block_bytes)
     return cmmd_from_pass(res, scale=scale, unbiased=unbiased)

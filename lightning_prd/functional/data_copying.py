@@ -52,6 +52,7 @@ from lightning_prd.functional.engine.inputs import check_int, check_seed
 from lightning_prd.functional.engine.kmeans import kmeans
 from lightning_prd.functional.engine.one_pass import requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import gram64, mean64, row_chunks
 from lightning_prd.functional.memorization import check_test_set
@@ -100,7 +101,7 @@ def _project(x: Tensor, mean: Optional[Tensor], basis: Optional[Tensor]) -> Tens
 
 def _nearest(reference: Tensor, queries: Tensor) -> tuple:
     """Exact nearest reference row of each query: ``(index, distance)`` (:mod:`.knn`'s cross pass)."""
-    res = run_pass(FeatureSets(reference, queries), nearest="fake")
+    res = run_pass(FeatureSets(reference, queries), PassRequest(nearest="fake"))
     index = requested(res.cross.fake_nn_index, "fake_nn_index")
     return index, requested(res.cross.fake_nn_sq_dist, "fake_nn_sq_dist").sqrt()
 

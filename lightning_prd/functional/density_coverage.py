@@ -17,6 +17,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -86,5 +87,5 @@ def density_coverage(
     """
     k = check_positive_int(k, "k")
     sets = FeatureSets.check(real, fake)
-    res = run_pass(sets, member_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
+    res = run_pass(sets, PassRequest(member_ks=(k,), ball=ball), dtype=dtype, block_bytes=block_bytes)
     return density_from_pass(res, k), coverage_from_pass(res, k)

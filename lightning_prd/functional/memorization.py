@@ -38,6 +38,7 @@ from lightning_prd.functional.engine.devices import to_compute_device
 from lightning_prd.functional.engine.inputs import as_features, check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -77,7 +78,7 @@ def check_test_set(real: Tensor, test: Any, name: str = "test") -> Tensor:
 
 
 def nearest_real_from_pass(res: PassResult) -> NearestReal:
-    """The :class:`NearestReal` view from a pass run with ``nearest="fake"`` (or True) and ``extra_real_ks=[1]``
+    """The :class:`NearestReal` view from a pass run with ``nearest="fake"`` (or True) and ``real_ks=(1,)``
     (the pass of :func:`~lightning_prd.functional.alpha_beta.authenticity`, which ``generative_metrics`` shares)."""
     index = requested(res.cross.fake_nn_index, "fake_nn_index")
     sq_dist = requested(res.cross.fake_nn_sq_dist, "fake_nn_sq_dist")
@@ -124,7 +125,7 @@ def nearest_real_neighbours(
     """
     sets = FeatureSets.check(real, fake)
     check_min_samples(sets.real, 1, "real")
-    res = run_pass(sets, nearest="fake", extra_real_ks=[1], dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(sets, PassRequest(nearest="fake", real_ks=(1,)), dtype=dtype, block_bytes=block_bytes)
     return nearest_real_from_pass(res)
 
 

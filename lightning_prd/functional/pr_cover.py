@@ -24,6 +24,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 #: ``C_0`` of the default ``k' = C k >= ln N + C_0``
@@ -107,5 +108,5 @@ def precision_recall_cover(
     real, fake = sets.real, sets.fake
     k, C = cover_k(k, C, real.shape[0])
     check_cover_sizes(real, fake, k, C)
-    res = run_pass(sets, cover=(k, C * k), dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(sets, PassRequest(cover=(k, C * k)), dtype=dtype, block_bytes=block_bytes)
     return cover_from_pass(res, k, C)

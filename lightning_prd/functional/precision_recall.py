@@ -17,6 +17,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -80,7 +81,7 @@ def precision_recall(
     """
     k = check_positive_int(k, "k")
     sets = FeatureSets.check(real, fake)
-    res = run_pass(sets, member_ks=[k], recall_ks=[k], dtype=dtype, block_bytes=block_bytes, ball=ball)
+    res = run_pass(sets, PassRequest(member_ks=(k,), recall_ks=(k,), ball=ball), dtype=dtype, block_bytes=block_bytes)
     return precision_from_pass(res, k), recall_from_pass(res, k)
 
 
@@ -128,5 +129,5 @@ def realism_score(
         tensor([2.0000, 0.2500])
     """
     k = check_positive_int(k, "k")
-    res = run_pass(FeatureSets.check(real, fake), realism_k=k, dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(FeatureSets.check(real, fake), PassRequest(realism_k=k), dtype=dtype, block_bytes=block_bytes)
     return requested(res.cross.realism, "realism").to(res.dtype)

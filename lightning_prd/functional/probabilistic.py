@@ -21,6 +21,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int, check_real
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 #: what each product runs over: every reference sample (the paper) or the k nearest (the authors' script)
@@ -104,5 +105,5 @@ def probabilistic_precision_recall(
         check_min_samples(real_t, k, "real")
         check_min_samples(fake_t, k, "fake")
     sets = FeatureSets.check(real, fake)
-    res = run_pass(sets, soft=(k, a, terms == "nearest"), dtype=dtype, block_bytes=block_bytes)
+    res = run_pass(sets, PassRequest(soft=(k, a, terms == "nearest")), dtype=dtype, block_bytes=block_bytes)
     return probabilistic_from_pass(res)

@@ -35,6 +35,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.smallest import SmallestBall
 
@@ -49,7 +50,7 @@ def check_rarity_options(options: Dict[str, Any]) -> Dict[str, Any]:
 
 def rarity_from_pass(res: PassResult, k: int) -> Dict[str, Tensor]:
     """``rarity`` (float64 ``[M]``) and ``rarity_mean`` from a pass run with a :class:`SmallestBall` of ``k``."""
-    smallest = res.cross.reduced.get(SmallestBall.name)
+    smallest = res.cross.reduced.get(SmallestBall(k).key)
     if smallest is None:
         raise RuntimeError(f"the k-NN pass found no smallest balls of k = {k}: pass a SmallestBall to run_pass")
     inside = torch.isfinite(smallest)
@@ -94,6 +95,6 @@ def rarity_score(
     sets = FeatureSets.check(real, fake)
     k = check_positive_int(k, "k")
     check_min_samples(sets.real, k, "real", "k")
-    res = run_pass(sets, extra_real_ks=[k], dtype=dtype, block_bytes=block_bytes, reductions=[SmallestBall(k)])
+    res = run_pass(sets, PassRequest(real_ks=(k,), reductions=(SmallestBall(k),)), dtype=dtype, block_bytes=block_bytes)
     out = rarity_from_pass(res, k)
     return out["rarity"], out["rarity_mean"]

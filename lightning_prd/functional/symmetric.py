@@ -26,6 +26,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.engine.inputs import check_ball, check_min_samples, check_positive_int
 from lightning_prd.functional.engine.one_pass import PassResult, requested, run_pass
 from lightning_prd.functional.engine.precision import score_precision
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 
 
@@ -98,5 +99,6 @@ def symmetric_precision_recall(
     sets = FeatureSets.check(real, fake)
     check_min_samples(sets.real, k, "real")
     check_min_samples(sets.fake, k, "fake")
-    res = run_pass(sets, member_ks=[k], recall_ks=[k], nearest="fake", dtype=dtype, block_bytes=block_bytes, ball=ball)
+    request = PassRequest(member_ks=(k,), recall_ks=(k,), nearest="fake", ball=ball)
+    res = run_pass(sets, request, dtype=dtype, block_bytes=block_bytes)
     return symmetric_from_pass(res, k, ball)

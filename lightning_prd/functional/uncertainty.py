@@ -22,6 +22,7 @@ from lightning_prd.functional import knn
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.engine.inputs import check_positive_int, check_seed
 from lightning_prd.functional.engine.one_pass import run_pass
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 
@@ -59,11 +60,9 @@ def score_spread(
     sets = FeatureSets.check(real, fake)
     full = run_pass(
         sets,
-        member_ks=[k_precision_recall, k_density_coverage],
-        recall_ks=[k_precision_recall],
+        PassRequest(member_ks=(k_precision_recall, k_density_coverage), recall_ks=(k_precision_recall,), ball=ball),
         dtype=dtype,
         block_bytes=block_bytes,
-        ball=ball,
     )
     spread = split_spread(
         sets,
@@ -122,13 +121,11 @@ def split_spread(
     for s in range(num_splits):
         res = run_pass(
             sets.with_fake(fake[perm[s * size : (s + 1) * size]]),
-            member_ks=[k_precision_recall, k_density_coverage],
-            recall_ks=[k_precision_recall],
+            PassRequest(member_ks=(k_precision_recall, k_density_coverage), recall_ks=(k_precision_recall,), ball=ball),
             dtype=dtype,
             block_bytes=block_bytes,
             real_cache=real_cache,
             shard=shard,
-            ball=ball,
         )
         real_cache = res.real
         parts.append(_scores(res, k_precision_recall, k_density_coverage))

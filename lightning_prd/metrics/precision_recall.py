@@ -8,6 +8,7 @@ from torch import Tensor
 
 from lightning_prd.functional.engine.inputs import check_ball, check_positive_int
 from lightning_prd.functional.engine.one_pass import run_pass
+from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 from lightning_prd.metrics.base import FeatureMetric
@@ -42,13 +43,11 @@ class PrecisionRecall(FeatureMetric):
         sets = FeatureSets(real, fake)  # checked batch by batch in update()
         res = run_pass(
             sets,
-            member_ks=[self.k],
-            recall_ks=[self.k],
+            PassRequest(member_ks=(self.k,), recall_ks=(self.k,), ball=self.ball),
             dtype=self.knn_dtype,
             block_bytes=self.block_bytes,
             real_cache=self.real_side(sets.real),
             shard=self.knn_shard(),
-            ball=self.ball,
         )
         self._real_cache = res.real
         return {"precision": precision_from_pass(res, self.k), "recall": recall_from_pass(res, self.k)}

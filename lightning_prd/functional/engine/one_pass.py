@@ -9,7 +9,7 @@ families, :class:`KernelSums`). The public functions and the Metric classes turn
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -19,11 +19,16 @@ from lightning_prd.functional.engine.inputs import check_ball, check_block_bytes
 from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.engine.stats import mean64
+from lightning_prd.functional.knn.balls import BallMembers, BallMinimum, RecallBalls
 from lightning_prd.functional.knn.cover import Cover
-from lightning_prd.functional.knn.kernel import KernelSum
+from lightning_prd.functional.knn.kernel import CrossKernel, KernelSum
+from lightning_prd.functional.knn.nearest import NearestLists
 from lightning_prd.functional.knn.points import unscreened
+from lightning_prd.functional.knn.realism import Realism
+from lightning_prd.functional.knn.reduction import TileReduction
 from lightning_prd.functional.knn.self_pass import LooseRadius
 from lightning_prd.functional.knn.shard import Shard
+from lightning_prd.functional.knn.soft import Soft
 from lightning_prd.functional.knn.workspace import pass_workspace
 
 
@@ -135,8 +140,18 @@ def requested(value: Optional[Tensor], name: str) -> Tensor:
     return value
 
 
-def knn_pass(real: Any, fake: Any, **options: Any) -> PassResult:
-    """Check ``real`` and ``fake`` (:meth:`FeatureSets.check`) and run :func:`run_pass` on them with ``options``.
+def knn_pass(
+    real: Any,
+    fake: Any,
+    *,
+    dtype: Optional[torch.dtype] = None,
+    block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
+    real_cache: Optional[RealSide] = None,
+    shard: Optional[Shard] = None,
+    **fields: Any,
+) -> PassResult:
+    """Check ``real`` and ``fake`` (:meth:`FeatureSets.check`) and run :func:`run_pass` on them with the
+    request of ``fields`` (:class:`~.request.PassRequest`'s fields).
 
     Example:
         >>> import torch
@@ -144,65 +159,71 @@ def knn_pass(real: Any, fake: Any, **options: Any) -> PassResult:
         >>> res.real.sq_radii[1].tolist(), res.cross.fake_in_real[1].tolist()
         ([1.0, 1.0, 1.0, 1.0], [True, False])
     """
-    return run_pass(FeatureSets.check(real, fake), **options)
+    sets = FeatureSets.check(real, fake)
+    return run_pass(
+        sets, PassRequest(**fields), dtype=dtype, block_bytes=block_bytes, real_cache=real_cache, shard=shard
+    )
+
+
+def tile_reductions(
+    request: PassRequest,
+    cover: Optional[Cover],
+    soft_sq_radii: Optional[Tuple[float, float]],
+    fake_values: Optional[Tensor],
+    strict: bool,
+) -> List[TileReduction]:
+    """The reductions of the cross tiles that ``request`` asks for, in the pass's order (``cover``,
+    ``soft_sq_radii``, ``fake_values``: its questions made concrete from the self passes; ``strict``:
+    open balls of ``member_ks`` and ``recall_ks``)."""
+    out: List[TileReduction] = [BallMembers(k, strict) for k in request.member_ks]
+    out += [RecallBalls(k, strict) for k in request.recall_ks]
+    out += [BallMinimum(k, fake_values) for k in request.value_ks]
+    out += [Realism(request.realism_k)] if request.realism_k is not None else []
+    soft = request.soft
+    out += [Soft(soft_sq_radii)] if soft is not None and soft_sq_radii is not None and not soft[2] else []
+    near_soft = (soft[0], soft_sq_radii) if soft is not None and soft_sq_radii is not None and soft[2] else None
+    if request.nearest not in (False, True, "fake"):
+        raise ValueError(f"Expected argument `nearest` to be True, False or 'fake', but got {request.nearest!r}")
+    if request.nearest or cover is not None or near_soft is not None:
+        out.append(NearestLists(request.nearest, cover, near_soft))
+    out += [request.clipped] if request.clipped is not None else []
+    out += list(request.reductions)
+    out += [CrossKernel(request.kernel_gamma)] if request.kernel_gamma is not None else []
+    return out
 
 
 @knn.ieee_float32()  # the tiles' rounding bounds assume IEEE float32 products
 @pass_workspace()  # scratch buffers kept for the whole pass (no page faults per chunk)
 def run_pass(
     sets: FeatureSets,
-    request: Optional[PassRequest] = None,
+    request: PassRequest,
     *,
     dtype: Optional[torch.dtype] = None,
     block_bytes: int = knn.DEFAULT_BLOCK_BYTES,
     real_cache: Optional[RealSide] = None,
     shard: Optional[Shard] = None,
-    **asks: Any,
 ) -> PassResult:
-    """Run the k-NN passes that the requested reductions need, once, on checked sets (no validation here).
+    """Run the k-NN passes that ``request`` needs, once, on checked sets (no validation here).
+
+    The request (:class:`~.request.PassRequest`) names the radii and the questions of the cross tiles;
+    here its questions become the pass's tile reductions (:func:`tile_reductions`), each result in
+    ``cross.reduced[key]`` (and the named fields of :class:`~.knn.CrossResult`).
 
     Args:
         sets: the ``[N, D]`` real and ``[M, D]`` generated features, checked.
-        request: what to compute (:class:`~.request.PassRequest`); or its fields as keywords (``extra_real_ks``
-            for ``real_ks``), described here:
-        member_ks: k of the real balls for precision / density / coverage.
-        recall_ks: k of the generated balls for recall.
-        realism_k: k of the (median-pruned) real balls for the realism score.
-        nearest: nearest neighbours across the sets (True: both directions; ``"fake"``: the
-            nearest real sample of each fake only).
-        extra_real_ks: further real radii wanted (e.g. ``NND_1`` for authenticity).
-        fake_values, value_ks: per-fake values minimised over each real ball (beta-recall).
-        cover: ``(k, k')``: whether each sample's own ``NND_{k'}`` ball holds ``k`` samples of the
-            other set (PR-cover), or None.
-        soft: ``(k, a, nearest)`` of the soft balls of radius ``a * mean NND_k`` of each set
-            (probabilistic precision and recall; ``nearest``: products over the k nearest
-            reference samples only), or None.
+        request: what to compute. A ``kernel_gamma`` pass runs float tiles (never the bfloat16 screen,
+            whose values are intervals); ``ball`` applies to the balls of ``member_ks`` and ``recall_ks``
+            (radii, realism, nearest neighbours and the balls of ``value_ks`` are the same either way).
         dtype: compute dtype of the GEMM tiles (float32 default, float64 option).
         block_bytes: memory budget of one tile and its temporaries, and of each set's centred
             working copy for the pass (made only when the set fits it).
         real_cache: a :class:`RealSide` from an earlier call, reused when it matches ``real``.
         shard: split the tile work across a process group (every rank must call with the
             same features; each gets the full result).
-        ball: ``"closed"`` (``d <= r``) or ``"open"`` (``d < r``, as ``prdc``) balls for
-            ``member_ks`` and ``recall_ks``. Radii, realism, nearest neighbours and the
-            balls of ``value_ks`` are the same either way.
-        kernel_gamma: also sum the Gaussian kernel ``exp(-gamma d^2)`` of this ``gamma`` over
-            the three tile families (:class:`KernelSums`; the passes then run float tiles,
-            never the bfloat16 screen, whose values are intervals).
-        clipped: the counts of clipped density and coverage (:mod:`.knn.clipped`; its ``k``
-            goes with ``member_ks``), or None.
-        reductions: further reductions of the cross tiles (:mod:`.knn.reduction`; the ``k`` of their
-            real balls go with ``extra_real_ks``), each one's result in ``cross.reduced[name]``.
     """
-    if request is None:
-        if "extra_real_ks" in asks:
-            asks["real_ks"] = asks.pop("extra_real_ks")
-        request = PassRequest(**asks)
-    elif asks:
-        raise TypeError(f"run_pass takes either a PassRequest or its fields, but got both ({sorted(asks)})")
-    member_ks, recall_ks, realism_k, nearest = request.member_ks, request.recall_ks, request.realism_k, request.nearest
+    member_ks, recall_ks, realism_k = request.member_ks, request.recall_ks, request.realism_k
     extra_real_ks, fake_values, value_ks, cover = request.real_ks, request.fake_values, request.value_ks, request.cover
-    soft, kernel_gamma, clipped, reductions = request.soft, request.kernel_gamma, request.clipped, request.reductions
+    soft, kernel_gamma = request.soft, request.kernel_gamma
     real, fake = sets.real, sets.fake
     block_bytes = check_block_bytes(block_bytes)
     ball = check_ball(request.ball)
@@ -228,10 +249,10 @@ def run_pass(
     )
     real_set = knn.with_centred(side.prepared, block_bytes)  # working copies for this pass only
     fake_set = knn.prepare(fake, side.centre, cdt, cache_bytes=block_bytes, screens=screens)
-    fake_kernel = cross_kernel = None
+    fake_kernel = None
     if kernel_gamma is not None:  # kernel values need float tiles (one centred copy per set)
         real_set, fake_set = unscreened(real_set, block_bytes), unscreened(fake_set, block_bytes)
-        fake_kernel, cross_kernel = KernelSum(kernel_gamma, fake.device), KernelSum(kernel_gamma, fake.device)
+        fake_kernel = KernelSum(kernel_gamma, fake.device)
     wide = [cover[1]] if cover is not None else []
     side.ensure_radii(real_ks, block_bytes, shard, work=real_set, gamma=kernel_gamma, loose_ks=wide)
     fake_sq_radii: Dict[int, Tensor] = {}
@@ -252,28 +273,11 @@ def run_pass(
             (a * float(side.sq_radii[k].sqrt().mean())) ** 2,
             (a * float(fake_sq_radii[k].sqrt().mean())) ** 2,
         )
+    reductions = tile_reductions(request, cover_spec, soft_sq_radii, fake_values, ball == "open")
     cross = knn.cross_pass(
-        real_set,
-        fake_set,
-        side.sq_radii,
-        fake_sq_radii,
-        member_ks=sorted(set(member_ks)),
-        recall_ks=sorted(set(recall_ks)),
-        realism_k=realism_k,
-        nearest=nearest,
-        fake_values=fake_values,
-        value_ks=sorted(set(value_ks)),
-        cover=cover_spec,
-        soft_sq_radii=soft_sq_radii,
-        soft_nearest=soft[0] if soft is not None and soft[2] else None,
-        block_bytes=block_bytes,
-        shard=shard,
-        strict=ball == "open",
-        kernel=cross_kernel,
-        clipped=clipped,
-        reductions=reductions,
+        real_set, fake_set, side.sq_radii, fake_sq_radii, reductions, block_bytes=block_bytes, shard=shard
     )
     sums = None
-    if kernel_gamma is not None and fake_kernel is not None and cross_kernel is not None:
-        sums = KernelSums(kernel_gamma, side.kernel_sums[kernel_gamma], fake_kernel.total, cross_kernel.total)
+    if kernel_gamma is not None and fake_kernel is not None and cross.kernel is not None:
+        sums = KernelSums(kernel_gamma, side.kernel_sums[kernel_gamma], fake_kernel.total, cross.kernel)
     return PassResult(side, fake_sq_radii, cross, cdt, real.shape[0], fake.shape[0], sums, sets, fake_values)

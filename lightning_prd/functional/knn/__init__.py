@@ -42,13 +42,15 @@ Stages, each a module that calls only those listed before it:
 6. :mod:`.exact` - float64 pairs and the rigorous per-row fallback.
 7. :mod:`.refine` - exact k-th neighbours from running lists (certain, uncertain, unsafe).
 8. :mod:`.self_pass` - ``NND_k`` radii from the tiles on and above the diagonal.
-9. :mod:`.members`, :mod:`.realism`, :mod:`.soft`, :mod:`.cover`, :mod:`.kernel` - reductions
-   of a cross tile: ball membership and counts, realism, soft ball products, k-th cross
-   neighbours inside own balls (PR-cover), Gaussian kernel sums.
+9. :mod:`.members` - the members of a tile's balls; :mod:`.reduction` - the one interface of a
+   reduction of the cross tiles (:class:`.reduction.TileReduction`), and the reductions: :mod:`.balls`
+   (membership, counts, recall, per-ball minima), :mod:`.realism`, :mod:`.soft` (soft ball products),
+   :mod:`.cover` and :mod:`.nearest` (the nearest lists: nearest neighbours, PR-cover), :mod:`.kernel`
+   (Gaussian kernel sums), :mod:`.clipped`, :mod:`.smallest`.
 10. :mod:`.listing`, :mod:`.deferred` - a cross tile's decisions, its ambiguous pairs listed
     and decided per tile (CPU) or logged on the device and decided after the loop (CUDA: no
-    host synchronisation per tile).
-11. :mod:`.cross` - the real x fake pass.
+    host synchronisation per tile), by every reduction of the pass in turn.
+11. :mod:`.cross` - the real x fake pass over a list of reductions.
 
 Beside them, :mod:`.kde` (imports only torch and :mod:`.tiling`'s budget) sums kernel density
 estimates over plain float64 tiles for TopP&R, in a low-dimensional projection where no

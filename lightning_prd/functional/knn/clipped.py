@@ -19,12 +19,17 @@ density) from the self pass's exact neighbour lists.
 Example:
     >>> import torch
     >>> from lightning_prd.functional.knn.bounds import Bound
+    >>> from lightning_prd.functional.knn.points import prepare
+    >>> from lightning_prd.functional.knn.reduction import Tile, TilePass
+    >>> pts = prepare(torch.zeros(2, 1), torch.zeros(1, dtype=torch.float64), torch.float32)  # (their sizes)
     >>> radii = {1: torch.tensor([1.0, 9.0], dtype=torch.float64)}  # squared NND_1 of two reals
     >>> balls = ClippedBalls(1)
-    >>> balls.start(radii, 2, 2, torch.device("cpu"))
+    >>> balls.start(TilePass(pts, pts, radii, {}, 1 << 20))
     >>> sq = torch.tensor([[0.25, 4.0], [3.0, 8.0]])  # 2 reals x 2 fakes, squared distances
-    >>> balls.decide(sq, slice(0, 2), {}, Bound(0.0, None, torch.zeros(2, dtype=torch.float64)), None, None)
-    >>> balls.commit(slice(0, 2), slice(0, 2))
+    >>> none = Bound(0.0, None, torch.zeros(2, dtype=torch.float64))
+    >>> tile = Tile(sq, slice(0, 2), slice(0, 2), none, none, {}, None, None)
+    >>> balls.decide(tile)
+    >>> balls.commit(tile)
     >>> out = balls.finish(None)
     >>> out.clip_sq.tolist(), out.fake_count.tolist(), out.real_count.tolist()
     ([1.0, 4.0], [2, 0], [1, 2])
@@ -33,16 +38,15 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.members import Members, inside_ball, thresholds
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
-from lightning_prd.functional.knn.reduction import TileReduction
+from lightning_prd.functional.knn.reduction import Tile, TilePass, TileReduction
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import DEFAULT_BLOCK_BYTES, tiles
 
@@ -94,48 +98,45 @@ class ClippedBalls(TileReduction):
             ball's own ``k``-th neighbour, which lies on the radius.
     """
 
-    name = "clipped"
     bits = 2
 
     def __init__(self, k: int, strict: bool = False) -> None:
         self.k, self.strict = int(k), bool(strict)
         self.pending: Optional[Tuple[Tensor, Tensor]] = None
 
-    def start(self, real_sq_radii: Mapping[int, Tensor], n: int, m: int, device: torch.device) -> None:
-        """Fresh counts for a pass (``real_sq_radii[k]``: the exact squared ``NND_k`` of the reals)."""
-        self.own_sq = real_sq_radii[self.k]
+    @property
+    def key(self) -> Tuple[str, int, bool]:
+        return ("clipped", self.k, self.strict)
+
+    def start(self, tiles: TilePass) -> None:
+        """Fresh counts for a pass (``tiles.real_sq_radii[k]``: the exact squared ``NND_k`` of the reals)."""
+        self.own_sq = tiles.real_sq_radii[self.k]
         self.clip_sq = clipped_sq_radii(self.own_sq)
-        self.fake_count = torch.zeros(m, dtype=torch.long, device=device)
-        self.real_count = torch.zeros(n, dtype=torch.long, device=device)
+        self.fake_count = torch.zeros(len(tiles.fake), dtype=torch.long, device=tiles.device)
+        self.real_count = torch.zeros(len(tiles.real), dtype=torch.long, device=tiles.device)
         self.pending = None
 
-    def decide(
-        self,
-        sq: Tensor,
-        rs: slice,
-        balls: Mapping[Tuple[int, bool], Members],
-        row_bound: Bound,
-        exact_fn: Callable,
-        limit: Optional[float],
-    ) -> None:
-        """The counts of a tile (listing path), kept until :meth:`commit`; ``balls``: the tile's
-        members per ``(k, open)`` (the ``NND_k`` ball of this kind is reused when present)."""
-        own = balls.get((self.k, self.strict))
+    def decide(self, tile: Tile) -> None:
+        """The counts of a tile (listing path), kept until :meth:`commit` (the tile's ``NND_k`` ball
+        of this kind is reused when the pass shares it)."""
+        sq, rs = tile.sq, tile.rs
+        own = tile.balls.get((self.k, self.strict))
         if own is None:
-            own = Members(sq, self.own_sq[rs], row_bound, exact_fn, None, limit, self.strict)
-        clip = Members(sq, self.clip_sq[rs], row_bound, exact_fn, own, limit, False)
+            own = Members(sq, self.own_sq[rs], tile.row_bound, tile.exact_fn, None, tile.limit, self.strict)
+        clip = Members(sq, self.clip_sq[rs], tile.row_bound, tile.exact_fn, own, tile.limit, False)
         self.pending = (clip.count_per_col(), _row_counts(own))
 
-    def commit(self, rs: slice, cs: slice) -> None:
-        """Add the counts of the tile last decided (reals ``rs`` x fakes ``cs``)."""
+    def commit(self, tile: Tile) -> None:
+        """Add the counts of the tile last decided."""
         if self.pending is not None:
-            self.fake_count[cs] += self.pending[0]
-            self.real_count[rs] += self.pending[1]
+            self.fake_count[tile.cs] += self.pending[0]
+            self.real_count[tile.rs] += self.pending[1]
             self.pending = None
 
-    def update_deferred(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound) -> Tensor:
+    def update_deferred(self, tile: Tile) -> Tensor:
         """Deferred path: add a tile's sure pairs; returns its ambiguous pairs' flags (1: the
         clipped ball, 2: the ``NND_k`` ball), to be decided by :meth:`settle`."""
+        sq, rs, cs, row_bound = tile.sq, tile.rs, tile.cs, tile.row_bound
         flags = torch.zeros(sq.shape, dtype=torch.int32, device=sq.device)
         for value, thr, strict in ((1, self.clip_sq[rs], False), (2, self.own_sq[rs], self.strict)):
             lo, hi = thresholds(thr, row_bound, sq.dtype)
@@ -165,6 +166,9 @@ class ClippedBalls(TileReduction):
         if shard is not None:
             fake, real = shard.sum(fake), shard.sum(real)
         return ClippedCounts(self.k, self.strict, self.clip_sq, fake, real)
+
+    def record(self, value: Any, res: Any) -> None:
+        res.clipped = value
 
 
 def real_ball_counts(

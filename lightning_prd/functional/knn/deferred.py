@@ -1,17 +1,17 @@
 """Deferred float64 decisions: the cross pass on CUDA, with no host synchronisation per tile.
 
-Stage: used by the cross pass (may call :mod:`.listing`, :mod:`.members`, :mod:`.exact`,
+Stage: used by the cross pass (may call :mod:`.listing`, :mod:`.reduction`, :mod:`.exact`,
 :mod:`.points`). On the CPU a tile's ambiguous pairs (tile value within the
 rounding margin of a threshold, :mod:`.bounds`) are listed with ``nonzero`` and decided in
 float64 at once; on CUDA each such listing makes the host wait for the tile. Here a tile is
 reduced densely from its *sure* pairs (value beyond the margin: ``any`` / ``sum`` / ``amin``
 over a mask, no data-dependent size), and its ambiguous pairs go to a device-side log
-(:class:`PairLog`) with one bit per question they are ambiguous for: ball membership per
-``(k, open)`` (precision, density, coverage, beta-recall's minima), recall per ``k``,
-realism's near pairs, soft-ball copies. After the loop the log is read once (one
-synchronisation), each logged pair's float64 distance is computed once, and every question
-adds the pairs it finds inside (:meth:`DeferredDecisions.settle`): the same decisions as the
-listing path, so the same results.
+(:class:`PairLog`) with one bit per question they are ambiguous for: each reduction of the pass
+(:class:`.reduction.TileReduction`) flags its ambiguous pairs under its own ``bits`` (ball
+membership, recall, beta-recall's minima, realism's near pairs, soft-ball copies, ...). After the
+loop the log is read once (one synchronisation), each logged pair's float64 distance is computed
+once, and every reduction adds the pairs it finds inside (:meth:`DeferredDecisions.settle`): the
+same decisions as the listing path, so the same results.
 
 The log holds :func:`capacity` pairs. Degenerate data (many copies or exact ties, where most
 pairs sit on a ball's edge) can overflow it; :meth:`DeferredDecisions.settle` then reports it
@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -36,8 +35,8 @@ from torch import Tensor
 
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.listing import TileQuestions
-from lightning_prd.functional.knn.members import inside_ball, thresholds
 from lightning_prd.functional.knn.points import bound
+from lightning_prd.functional.knn.reduction import Tile
 
 
 def capacity(n: int, m: int) -> int:
@@ -124,48 +123,29 @@ class DeferredDecisions(TileQuestions):
 
     def __post_init__(self) -> None:
         self.log = PairLog(capacity(len(self.real), len(self.fake)), self.real.original.device)
-        questions = len(self.kinds) + len(self.recall_ks) + 2 + sum(r.bits for r in self.reducers)
+        questions = sum(reduction.bits for reduction in self.reductions)
         if questions > 31:
             raise ValueError(f"a deferred cross pass decides at most 31 questions per pair, got {questions}")
 
-    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> Tensor:
+    def update(self, rs: slice, cs: slice, sq: Tensor, i0: int, j0: int) -> None:
         """Reduce a tile (reals ``rs`` x fakes ``cs``) from its sure pairs, log the ambiguous
-        ones; returns the tile."""
-        res, dt = self.res, sq.dtype
+        ones, each reduction's flags under its own question bits."""
         # margins use the tile's largest norm on the other side: a conservative bound
         row_bound, col_bound = bound(self.real, self.fake, rs, cs), bound(self.fake, self.real, cs, rs)
+        real, fake = self.real.original, self.fake.original
+
+        def exact_fn(r: Tensor, c: Tensor) -> Tensor:
+            return exact_pairs(real, fake, i0 + r, j0 + c)
+
+        tile = Tile(sq, rs, cs, row_bound, col_bound, {}, exact_fn, None)
         flags = torch.zeros(sq.shape, dtype=torch.int32, device=sq.device)
         bit = 1
-        for k, open_ in self.kinds:  # balls of the tile's rows
-            lo, hi = thresholds(self.real_sq_radii[k][rs], row_bound, dt)
-            sure = inside_ball(sq, lo[:, None], open_)
-            flags.add_((sq <= hi[:, None]) & ~sure, alpha=bit)
-            bit <<= 1
-            if k in res.fake_in_real and open_ == self.strict:
-                res.fake_in_real[k][cs] |= sure.any(0)
-                res.fake_ball_count[k][cs] += sure.sum(0)
-                res.real_ball_hit[k][rs] |= sure.any(1)
-            if k in res.real_ball_min_value and not open_:
-                best = res.real_ball_min_value[k]
-                values = self.fake_values[cs] if self.fake_values is not None else best.new_zeros(sq.shape[1])
-                best[rs] = torch.minimum(best[rs], torch.where(sure, values[None, :], math.inf).amin(1))
-        for k in self.recall_ks:  # balls of the tile's columns; rows already inside one need nothing
-            lo, hi = thresholds(self.fake_sq_radii[k][cs], col_bound, dt)
-            done = res.real_in_fake[k][rs] | inside_ball(sq, lo[None, :], self.strict).any(1)
-            res.real_in_fake[k][rs] = done
-            flags.add_((sq <= hi[None, :]) & ~done[:, None], alpha=bit)
-            bit <<= 1
-        shift = bit << 2  # each reduction's bits after the realism and soft ones
-        for reducer in self.reducers:
-            flags.add_(reducer.update_deferred(rs, cs, sq, row_bound), alpha=shift)
-            shift <<= reducer.bits
-        if self.realism is not None:
-            flags.add_(self.realism.update_deferred(rs, cs, sq, i0), alpha=bit)
-        if self.soft is not None:
-            self.soft.update(rs, cs, sq, row_bound, None, sync_free=True)
-            flags.add_(sq <= self.soft.copy_limit(row_bound, dt)[:, None], alpha=bit << 1)
+        for reduction in self.reductions:  # (a tile-overwriting sum comes last)
+            found = reduction.update_deferred(tile)
+            if found is not None:
+                flags.add_(found, alpha=bit)
+            bit <<= reduction.bits
         self.log.add(flags, i0, j0)
-        return sq
 
     def settle(self) -> bool:
         """Decide the logged pairs in float64 and add them; False when the log overflowed
@@ -175,35 +155,8 @@ class DeferredDecisions(TileQuestions):
             return False
         rows, cols, flags = pairs
         d2 = exact_pairs(self.real.original, self.fake.original, rows, cols)
-        res, bit = self.res, 1
-
-        def asked(bit: int) -> Tuple[Tensor, Tensor, Tensor]:
-            sel = (flags & bit) != 0
-            return rows[sel], cols[sel], d2[sel]
-
-        for k, open_ in self.kinds:
-            r, c, d = asked(bit)
-            bit <<= 1
-            ok = inside_ball(d, self.real_sq_radii[k][r], open_)
-            r, c = r[ok], c[ok]
-            if k in res.fake_in_real and open_ == self.strict:
-                res.fake_in_real[k].index_fill_(0, c, True)
-                res.fake_ball_count[k].index_add_(0, c, torch.ones_like(c))
-                res.real_ball_hit[k].index_fill_(0, r, True)
-            if k in res.real_ball_min_value and not open_:
-                best = res.real_ball_min_value[k]
-                values = self.fake_values[c] if self.fake_values is not None else torch.zeros_like(best[r])
-                best.scatter_reduce_(0, r, values.to(best.dtype), reduce="amin")
-        for k in self.recall_ks:
-            r, c, d = asked(bit)
-            bit <<= 1
-            res.real_in_fake[k].index_fill_(0, r[inside_ball(d, self.fake_sq_radii[k][c], self.strict)], True)
-        shift = bit << 2
-        for reducer in self.reducers:
-            reducer.settle(rows, cols, d2, flags, shift)
-            shift <<= reducer.bits
-        if self.realism is not None:
-            self.realism.add_near(*asked(bit))
-        if self.soft is not None:
-            self.soft.add_copies(*asked(bit << 1))
+        bit = 1
+        for reduction in self.reductions:
+            reduction.settle(rows, cols, d2, flags, bit)
+            bit <<= reduction.bits
         return True

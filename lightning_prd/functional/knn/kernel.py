@@ -1,9 +1,9 @@
 r"""Gaussian kernel sums over the distance tiles: the reduction behind the kernel distances (CMMD).
 
-Stage: beside :mod:`.members` (imports only torch, ``torch.distributed``, :mod:`.bounds`, :mod:`.collectives`
-and :mod:`.shard`); called by
-:mod:`.self_pass` and :mod:`.cross` on each tile once its k-NN reductions are done (the tile is
-overwritten). :class:`KernelSum` accumulates, in float64,
+Stage: beside :mod:`.members` (imports only torch, ``torch.distributed``, :mod:`.bounds`, :mod:`.collectives`,
+:mod:`.reduction` and :mod:`.shard`); called by
+:mod:`.self_pass` on each tile, and a reduction of the cross tiles (:class:`CrossKernel`, the last of
+the pass's list: the tile is overwritten). :class:`KernelSum` accumulates, in float64,
 
 .. math::
     G = \sum_{\text{pairs}} g(d^2), \qquad g(d^2) = 1 - e^{-\gamma d^2}, \quad \gamma = \frac{1}{2\sigma^2},
@@ -42,7 +42,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import Any, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -50,6 +50,7 @@ from torch import Tensor
 
 from lightning_prd.functional.knn.bounds import block_sums
 from lightning_prd.functional.knn.collectives import object_device_context
+from lightning_prd.functional.knn.reduction import Tile, TilePass, TileReduction
 from lightning_prd.functional.knn.shard import Shard
 
 #: Values summed in the tile dtype before the float64 sum (a float32 sum of 64 values has a
@@ -138,3 +139,33 @@ class KernelSum:
                 dist.all_gather_object(every, values, group=shard.group)
             values = [v for part in every for v in part]
         self._total = torch.tensor(math.fsum(values), dtype=torch.float64, device=self.device)
+
+
+class CrossKernel(TileReduction):
+    """The kernel sum of every real x fake pair (:class:`KernelSum`) as a reduction of the cross tiles,
+    the last of the pass's list (it overwrites the tile); :meth:`finish` gives the 0-dim float64 total."""
+
+    sums_tiles = True
+
+    def __init__(self, gamma: float) -> None:
+        self.gamma = float(gamma)
+
+    @property
+    def key(self) -> Tuple[str, float]:
+        return ("kernel", self.gamma)
+
+    def start(self, tiles: TilePass) -> None:
+        self.sum = KernelSum(self.gamma, tiles.device)
+
+    def commit(self, tile: Tile) -> None:
+        self.sum.add(tile.sq)
+
+    def update_deferred(self, tile: Tile) -> None:
+        self.sum.add(tile.sq)
+
+    def finish(self, shard: Optional[Shard]) -> Tensor:
+        self.sum.reduce(shard)
+        return self.sum.total
+
+    def record(self, value: Any, res: Any) -> None:
+        res.kernel = value

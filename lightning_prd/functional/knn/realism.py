@@ -1,9 +1,10 @@
 """Realism (Kynkaanniemi et al. 2019, eq. 3), float64-exact from running candidate lists.
 
-Stage: used by the cross pass (may call :mod:`.exact`, :mod:`.tiling`, :mod:`.points`,
-:mod:`.lists`, :mod:`.bounds`, :mod:`.shard`). ``R(g) = max_i r_i / d(g, x_i)`` over the real
-balls whose radius is at most the median (pruned balls never count); computed on squared
-values, ``r_i^2 / d^2``, and a copy of a kept ball's centre is ``inf`` (even at radius 0).
+Stage: a reduction of the cross tiles (:class:`Realism`; may call :mod:`.exact`, :mod:`.tiling`,
+:mod:`.points`, :mod:`.lists`, :mod:`.bounds`, :mod:`.reduction`, :mod:`.shard`).
+``R(g) = max_i r_i / d(g, x_i)`` over the real balls whose radius is at most the median (pruned balls
+never count); computed on squared values, ``r_i^2 / d^2``, and a copy of a kept ball's centre is
+``inf`` (even at radius 0).
 
 Example:
     >>> import torch
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -23,6 +24,7 @@ from torch import Tensor
 from lightning_prd.functional.knn.exact import exact_pairs
 from lightning_prd.functional.knn.lists import RunningNearest, merge_topk, padded
 from lightning_prd.functional.knn.points import PointSet, bound, unscreened
+from lightning_prd.functional.knn.reduction import Tile, TilePass, TileReduction, flagged
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.tiling import tiles
 
@@ -238,3 +240,50 @@ def exact_ratio(num: Tensor, dist: Tensor) -> Tensor:
     """``num / dist`` with the realism conventions: a copy of a kept ball's centre is ``inf``
     (even when the radius is 0), a pruned ball (``num < 0``) stays negative."""
     return torch.where((dist == 0) & (num >= 0), math.inf, num / dist)
+
+
+class Realism(TileReduction):
+    """Realism over the real ``NND_k`` balls whose radius is at most the median (module docstring), as a
+    reduction of the cross tiles: :meth:`finish` gives float64 ``[M]``."""
+
+    bits = 1
+
+    def __init__(self, k: int) -> None:
+        self.k = int(k)
+
+    @property
+    def key(self) -> Tuple[str, int]:
+        return ("realism", self.k)
+
+    def scale(self, real_sq_radii: Mapping[int, Tensor]) -> Optional[Tuple[int, Tensor]]:
+        return self.k, real_sq_radii[self.k]
+
+    def start(self, tiles: TilePass) -> None:
+        r_sq = tiles.real_sq_radii[self.k]
+        keep = r_sq.sqrt() <= torch.quantile(r_sq.sqrt(), 0.5)
+        # ratio r^2 / d^2 by one division: pruned balls get -1 (never the maximum of a kept
+        # ball, whose ratios are >= 0); a kept ball of radius 0 gives 0 / d^2 = 0 to every
+        # sample not on it, and (from the exact distance) inf to a copy of its centre
+        self.lists = RealismLists(tiles.real, tiles.fake, torch.where(keep, r_sq, -1.0))
+        self.block_bytes = tiles.block_bytes
+
+    def commit(self, tile: Tile) -> None:  # (the screen's bound holds for recomputed tiles too)
+        self.lists.update(tile.rs, tile.cs, tile.sq, tile.rs.start, tile.exact_fn)
+
+    def update_deferred(self, tile: Tile) -> Tensor:
+        return self.lists.update_deferred(tile.rs, tile.cs, tile.sq, tile.rs.start)
+
+    def settle(self, rows: Tensor, cols: Tensor, d2: Tensor, flags: Tensor, bit: int) -> None:
+        self.lists.add_near(*flagged(rows, cols, d2, flags, bit))
+
+    def finish(self, shard: Optional[Shard]) -> Tensor:
+        lists = self.lists
+        best, unsafe = lists.finish(shard)
+        if unsafe.numel():  # ties the lists cannot settle: every kept real sample, in float64
+            mine = shard.row_share(len(unsafe)) if shard is not None else slice(None)
+            part = exact_realism(lists.real, lists.fake, unsafe[mine], lists.num, self.block_bytes)
+            best[unsafe] = shard.gather_rows(part, len(unsafe)) if shard is not None else part
+        return best.clamp(min=0).sqrt()
+
+    def record(self, value: Any, res: Any) -> None:
+        res.realism = value

@@ -12,13 +12,20 @@ generated sample :math:`y_j`,
 Example:
     >>> import torch
     >>> from lightning_prd.functional.knn.bounds import Bound
+    >>> from lightning_prd.functional.knn.points import prepare
+    >>> from lightning_prd.functional.knn.reduction import Tile, TilePass
+    >>> centre = torch.zeros(1, dtype=torch.float64)
+    >>> reals = prepare(torch.zeros(2, 1), centre, torch.float32)  # (their sizes)
+    >>> fakes = prepare(torch.zeros(3, 1), centre, torch.float32)
     >>> radii = {1: torch.tensor([1.0, 9.0], dtype=torch.float64)}  # squared NND_1 of two reals
     >>> ball = SmallestBall(1)
-    >>> ball.start(radii, 2, 3, torch.device("cpu"))
+    >>> ball.start(TilePass(reals, fakes, radii, {}, 1 << 20))
     >>> sq = torch.tensor([[0.25, 4.0, 1.0], [3.0, 8.0, 9.5]])  # 2 reals x 3 fakes, squared distances
     >>> exact = lambda r, c: sq[r, c].double()  # the float64 distances of the pairs on a radius
-    >>> ball.decide(sq, slice(0, 2), {}, Bound(0.0, None, torch.zeros(2, dtype=torch.float64)), exact, None)
-    >>> ball.commit(slice(0, 2), slice(0, 3))
+    >>> none = Bound(0.0, None, torch.zeros(2, dtype=torch.float64))
+    >>> tile = Tile(sq, slice(0, 2), slice(0, 3), none, none, {}, exact, None)
+    >>> ball.decide(tile)
+    >>> ball.commit(tile)
     >>> ball.finish(None).tolist()  # the third fake sits on the first radius and outside the second ball
     [1.0, 9.0, inf]
 """
@@ -26,14 +33,13 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from lightning_prd.functional.knn.bounds import Bound
 from lightning_prd.functional.knn.members import Members, inside_ball, thresholds
-from lightning_prd.functional.knn.reduction import TileReduction
+from lightning_prd.functional.knn.reduction import Tile, TilePass, TileReduction
 from lightning_prd.functional.knn.shard import Shard
 
 
@@ -49,40 +55,36 @@ class SmallestBall(TileReduction):
     """The squared radius of the smallest open real ``NND_k`` ball holding each generated sample
     (module docstring); :meth:`finish` gives float64 ``[M]``, ``inf`` for a sample in no ball."""
 
-    name = "smallest_ball"
     bits = 1
 
     def __init__(self, k: int) -> None:
         self.k = int(k)
         self.pending: Optional[Tensor] = None
 
-    def start(self, real_sq_radii: Mapping[int, Tensor], n: int, m: int, device: torch.device) -> None:
-        self.own_sq = real_sq_radii[self.k]
-        self.best = torch.full((m,), math.inf, dtype=torch.float64, device=device)
+    @property
+    def key(self) -> Tuple[str, int]:
+        return ("smallest_ball", self.k)
+
+    def start(self, tiles: TilePass) -> None:
+        self.own_sq = tiles.real_sq_radii[self.k]
+        self.best = torch.full((len(tiles.fake),), math.inf, dtype=torch.float64, device=tiles.device)
         self.pending = None
 
-    def decide(
-        self,
-        sq: Tensor,
-        rs: slice,
-        balls: Mapping[Tuple[int, bool], Members],
-        row_bound: Bound,
-        exact_fn: Callable,
-        limit: Optional[float],
-    ) -> None:
-        own = balls.get((self.k, True))
+    def decide(self, tile: Tile) -> None:
+        own = tile.balls.get((self.k, True))
         if own is None:  # the open balls lie inside the closed ones of the same radii, where listed
-            own = Members(sq, self.own_sq[rs], row_bound, exact_fn, balls.get((self.k, False)), limit, True)
-        self.pending = min_per_col(own, self.own_sq[rs])
+            thr, within = self.own_sq[tile.rs], tile.balls.get((self.k, False))
+            own = Members(tile.sq, thr, tile.row_bound, tile.exact_fn, within, tile.limit, True)
+        self.pending = min_per_col(own, self.own_sq[tile.rs])
 
-    def commit(self, rs: slice, cs: slice) -> None:
+    def commit(self, tile: Tile) -> None:
         if self.pending is not None:
-            self.best[cs] = torch.minimum(self.best[cs], self.pending)
+            self.best[tile.cs] = torch.minimum(self.best[tile.cs], self.pending)
             self.pending = None
 
-    def update_deferred(self, rs: slice, cs: slice, sq: Tensor, row_bound: Bound) -> Tensor:
-        thr = self.own_sq[rs]
-        lo, hi = thresholds(thr, row_bound, sq.dtype)
+    def update_deferred(self, tile: Tile) -> Tensor:
+        sq, cs, thr = tile.sq, tile.cs, self.own_sq[tile.rs]
+        lo, hi = thresholds(thr, tile.row_bound, sq.dtype)
         sure = inside_ball(sq, lo[:, None], True)
         self.best[cs] = torch.minimum(self.best[cs], torch.where(sure, thr[:, None], math.inf).amin(0))
         return ((sq <= hi[:, None]) & ~sure).to(torch.int32)

@@ -1,8 +1,8 @@
 r"""Soft ball products of a cross tile (probabilistic precision and recall), float64-exact.
 
-Stage: used by the cross pass (may call :mod:`.bounds`, :mod:`.lists`,
-:mod:`.points`, :mod:`.refine`, :mod:`.shard`, :mod:`.workspace`; the tiles' exact distances come in as a
-callable). With one radius ``R`` per direction, a query ``q`` gets
+Stage: a reduction of the cross tiles (:class:`Soft`; may call :mod:`.bounds`, :mod:`.lists`,
+:mod:`.points`, :mod:`.reduction`, :mod:`.refine`, :mod:`.shard`, :mod:`.workspace`; the tiles' exact
+distances come in as a callable). With one radius ``R`` per direction, a query ``q`` gets
 :math:`1 - \prod_i (1 - p_i)`, :math:`p_i = \max(0, 1 - d(q, x_i) / R)`: the product is
 :math:`\exp L` with :math:`L = \sum_{i: d_i < R} \log(d_i / R)`, a sum of logs over the tiles.
 
@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -43,6 +43,7 @@ from torch import Tensor
 from lightning_prd.functional.knn.bounds import Bound, block_sum_error, block_sums
 from lightning_prd.functional.knn.lists import RunningNearest
 from lightning_prd.functional.knn.points import PointSet
+from lightning_prd.functional.knn.reduction import Tile, TilePass, TileReduction, flagged
 from lightning_prd.functional.knn.refine import refine_topk
 from lightning_prd.functional.knn.shard import Shard
 from lightning_prd.functional.knn.workspace import scratch
@@ -227,3 +228,41 @@ def exact_soft(queries: Tensor, refs: Tensor, idx: Tensor, r_sq: float) -> Tenso
         log_sum = torch.where(inside, torch.log(d / r) if r > 0 else d, 0.0).sum(1)
         out[s : s + _CHUNK] = torch.where((d == 0).any(1), 1.0, 0.0 - torch.expm1(log_sum))
     return out
+
+
+class Soft(TileReduction):
+    """The soft products over every reference sample (:class:`SoftProducts`), as a reduction of the
+    cross tiles: :meth:`finish` gives the probabilities per fake and per real (float64).
+
+    Args:
+        sq_radii: ``(R_real^2, R_fake^2)`` of the soft balls.
+    """
+
+    bits = 1
+
+    def __init__(self, sq_radii: Tuple[float, float]) -> None:
+        self.sq_radii = (float(sq_radii[0]), float(sq_radii[1]))
+
+    @property
+    def key(self) -> Tuple[str, float, float]:
+        return ("soft", *self.sq_radii)
+
+    def start(self, tiles: TilePass) -> None:
+        self.real, self.fake = tiles.real.original, tiles.fake.original
+        self.products = SoftProducts(len(tiles.real), len(tiles.fake), *self.sq_radii, tiles.device)
+
+    def commit(self, tile: Tile) -> None:
+        self.products.update(tile.rs, tile.cs, tile.sq, tile.row_bound, tile.exact_fn)
+
+    def update_deferred(self, tile: Tile) -> Tensor:
+        self.products.update(tile.rs, tile.cs, tile.sq, tile.row_bound, None, sync_free=True)
+        return tile.sq <= self.products.copy_limit(tile.row_bound, tile.sq.dtype)[:, None]
+
+    def settle(self, rows: Tensor, cols: Tensor, d2: Tensor, flags: Tensor, bit: int) -> None:
+        self.products.add_copies(*flagged(rows, cols, d2, flags, bit))
+
+    def finish(self, shard: Optional[Shard]) -> Tuple[Tensor, Tensor]:
+        return self.products.finish(self.real, self.fake, shard)
+
+    def record(self, value: Any, res: Any) -> None:
+        res.fake_soft, res.real_soft = value
