@@ -3,16 +3,27 @@ for both families (:func:`~lightning_prd.functional.uncertainty.split_spread`): 
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 
-def needs_both_ks(call: Dict[str, Any]) -> None:
-    """``per_sample`` and ``error_bars`` need both ``k_precision_recall`` and ``k_density_coverage``."""
-    both = "`k_precision_recall` and `k_density_coverage`"
-    if call["per_sample"]:
-        raise ValueError(f"Expected {both} to be set when `per_sample=True`")
-    if call["error_bars"] is not None:
-        raise ValueError(f"Expected {both} to be set when `error_bars` is used")
+def link_both_ks(options: Optional[Dict[str, Any]], switched: Dict[str, Any], call: Dict[str, Any]) -> Any:
+    """The ``link`` of precision/recall and of density/coverage: ``per_sample`` and ``error_bars`` need both
+    ``k_precision_recall`` and ``k_density_coverage``."""
+    if options is None:
+        both = "`k_precision_recall` and `k_density_coverage`"
+        if call["per_sample"]:
+            raise ValueError(f"Expected {both} to be set when `per_sample=True`")
+        if call["error_bars"] is not None:
+            raise ValueError(f"Expected {both} to be set when `error_bars` is used")
+    return options
+
+
+def spread_stds(ctx: Any, names: Tuple[str, str], dtype: Any) -> Dict[str, Any]:
+    """``<name>_std`` of ``names`` from the error bars (:func:`spread_of`) with ``error_bars``, else nothing."""
+    if ctx.plan.error_bars is None:
+        return {}
+    spread = spread_of(ctx)
+    return {f"{name}_std": spread[name]["std"].to(dtype) for name in names}
 
 
 def spread_of(ctx: Any) -> Dict[str, Dict[str, Any]]:

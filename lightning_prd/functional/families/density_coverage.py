@@ -8,7 +8,7 @@ the share of real balls holding a generated sample, read off the shared k-NN pas
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.engine.families import register_family
@@ -16,7 +16,7 @@ from lightning_prd.functional.engine.family import CliSpec
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.families._rules import need_radii
-from lightning_prd.functional.families._spread import needs_both_ks, spread_of
+from lightning_prd.functional.families._spread import link_both_ks, spread_stds
 
 KEYWORD = "k_density_coverage"
 
@@ -30,12 +30,6 @@ def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -
     return options
 
 
-def _link(options: Optional[Dict[str, Any]], switched: Dict[str, Any], call: Dict[str, Any]) -> Any:
-    if options is None:
-        needs_both_ks(call)
-    return options
-
-
 def _ask(ctx: Any, options: Dict[str, Any]) -> PassRequest:
     return PassRequest(member_ks=(options["k"],), ball=ctx.plan.ball)
 
@@ -45,9 +39,7 @@ def _read(ctx: Any, options: Dict[str, Any]) -> Dict[str, Any]:
     out = {"density": density_from_pass(res, k), "coverage": coverage_from_pass(res, k)}
     if ctx.plan.per_sample:
         out["covered"] = res.cross.real_ball_hit[k]
-    if ctx.plan.error_bars is not None:
-        spread = spread_of(ctx)
-        out.update({f"{name}_std": spread[name]["std"].to(res.dtype) for name in ("density", "coverage")})
+    out.update(spread_stds(ctx, ("density", "coverage"), res.dtype))
     return out
 
 
@@ -62,7 +54,7 @@ register_family(
     keyword=KEYWORD,
     value_option="k",
     fit=_fit,
-    link=_link,
+    link=link_both_ks,
     ask=_ask,
     read=_read,
     min_real=lambda options: options["k"] + 1,

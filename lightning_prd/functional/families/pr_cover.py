@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
 from lightning_prd.functional.engine.request import PassRequest
-from lightning_prd.functional.families._rules import need_radii, too_small
+from lightning_prd.functional.families._rules import fit_both
 from lightning_prd.functional.pr_cover import check_cover_options, cover_from_pass, cover_k
 
 NAME = "pr_cover"
@@ -24,12 +24,7 @@ def _check(options: Dict[str, Any]) -> Dict[str, Any]:
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Optional[Dict[str, Any]]:
     k, C = cover_k(options["k"], options["C"], num_real)
-    if lenient and too_small(num_real, num_fake, k * C):
-        return None
-    name = f"C * {NAME}['k']"
-    need_radii(num_real, C * k, "real", name)
-    need_radii(num_fake, C * k, "fake", name)
-    return {"k": k, "C": C}
+    return fit_both({"k": k, "C": C}, num_real, num_fake, lenient, C * k, f"C * {NAME}['k']")
 
 
 def _ask(ctx: Any, options: Dict[str, Any]) -> PassRequest:

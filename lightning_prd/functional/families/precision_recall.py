@@ -9,14 +9,14 @@ both read off the shared k-NN pass (:mod:`lightning_prd.functional.precision_rec
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.request import PassRequest
 from lightning_prd.functional.families._rules import need_radii
-from lightning_prd.functional.families._spread import needs_both_ks, spread_of
+from lightning_prd.functional.families._spread import link_both_ks, spread_stds
 from lightning_prd.functional.precision_recall import precision_from_pass, recall_from_pass
 
 KEYWORD = "k_precision_recall"
@@ -32,12 +32,6 @@ def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -
     return options
 
 
-def _link(options: Optional[Dict[str, Any]], switched: Dict[str, Any], call: Dict[str, Any]) -> Any:
-    if options is None:
-        needs_both_ks(call)
-    return options
-
-
 def _ask(ctx: Any, options: Dict[str, Any]) -> PassRequest:
     return PassRequest(member_ks=(options["k"],), recall_ks=(options["k"],), ball=ctx.plan.ball)
 
@@ -47,9 +41,7 @@ def _read(ctx: Any, options: Dict[str, Any]) -> Dict[str, Any]:
     out = {"precision": precision_from_pass(res, k), "recall": recall_from_pass(res, k)}
     if ctx.plan.per_sample:
         out["inside_precision"] = res.cross.fake_in_real[k]
-    if ctx.plan.error_bars is not None:
-        spread = spread_of(ctx)
-        out.update({f"{name}_std": spread[name]["std"].to(res.dtype) for name in ("precision", "recall")})
+    out.update(spread_stds(ctx, ("precision", "recall"), res.dtype))
     return out
 
 
@@ -64,7 +56,7 @@ register_family(
     keyword=KEYWORD,
     value_option="k",
     fit=_fit,
-    link=_link,
+    link=link_both_ks,
     ask=_ask,
     read=_read,
     min_real=lambda options: options["k"] + 1,

@@ -12,7 +12,7 @@ from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
 from lightning_prd.functional.engine.inputs import check_positive_int
 from lightning_prd.functional.engine.request import PassRequest
-from lightning_prd.functional.families._rules import need_radii, too_small
+from lightning_prd.functional.families._rules import fit_both
 from lightning_prd.functional.symmetric import symmetric_from_pass
 
 NAME = "symmetric"
@@ -23,11 +23,7 @@ def _check(options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Optional[Dict[str, Any]]:
-    if lenient and too_small(num_real, num_fake, options["k"]):
-        return None
-    need_radii(num_real, options["k"], "real", f"{NAME}['k']")
-    need_radii(num_fake, options["k"], "fake", f"{NAME}['k']")
-    return options
+    return fit_both(options, num_real, num_fake, lenient, options["k"], f"{NAME}['k']")
 
 
 def _ask(ctx: Any, options: Dict[str, Any]) -> PassRequest:
