@@ -180,7 +180,10 @@ def register_family(
 ) -> Family:
     """Register a score family; it is then a switch of every surface (module docstring).
 
-    Every argument is checked here, each refusal a ``ValueError`` naming it (:mod:`.family_rules`).
+    Every argument is checked here, each refusal a ``ValueError`` naming it (:mod:`.family_rules`). The record's
+    full form (:class:`~.family.Family`: ``fit``, ``link``, ``ask``, ``read``, ...) is what the package's families
+    give; ``compute``, ``pass_asks`` / ``from_pass`` and ``min_real`` / ``min_fake`` are the short form, turned into
+    ``read``, ``ask`` and ``fit``.
 
     Args:
         name: the switch's keyword: lower case letters, digits and ``_``, starting with a letter (the whole
@@ -203,10 +206,20 @@ def register_family(
         per_sample: keys of per-sample outputs (not logged as scalars), score names as ``outputs``' keys.
         other_keys: the other keys its results hold (curves, spreads), score names as ``outputs``' keys.
         replace: a bool: replace a family of the same name (otherwise that raises).
-        keyword, value_option, needs_test, fit, link, ask, read, statistics, empty_class, shrink, cli, order:
-            the record's full form (:class:`~.family.Family`), which the package's own families use; ``compute``,
-            ``pass_asks`` / ``from_pass`` and ``min_real`` / ``min_fake`` are the short form, turned into ``read``,
-            ``ask`` and ``fit``.
+        keyword: the surfaces' keyword of its switch (a package family's may differ from its name).
+        value_option: the option a plain value of the keyword sets (``k_precision_recall=3``), or None.
+        needs_test: a bool: it scores against a held-out real set ``test``.
+        fit: ``fit(options, num_real, num_fake, lenient) -> options | None`` (the short form: ``min_real`` /
+            ``min_fake``).
+        link: ``link(options, switched, call) -> options | None``: its options given the other switches.
+        ask: ``ask(ctx, options) -> PassRequest`` (the short form: ``pass_asks``).
+        read: ``read(ctx, options) -> {key: tensor}`` (the short form: ``compute`` or ``from_pass``).
+        statistics: a bool: a real set's mean and covariance serve its scores.
+        empty_class: per-class values where one set lacks a class (``{"no_fake": {...}, "no_real": {...}}``).
+        shrink: ``shrink(options, num_real, num_fake) -> (options, warning)`` for the Metric's small sets.
+        cli: its command-line switch (:class:`~.family.CliSpec`).
+        order: its place in tables (after every registered family when None).
+        switchable: a bool: a switch of the feature metrics (False: a score of an extractor's other outputs).
 
     Returns:
         The :class:`Family` record.
