@@ -4,6 +4,7 @@ states, exact comparisons and the outcome types of a step (:class:`Skip`, :class
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -183,11 +184,21 @@ def fields(result) -> Dict[str, Any]:
     return {name: getattr(result, name) for name in result.__dataclass_fields__}
 
 
-def differences(got: Dict[str, Any], want: Dict[str, Any], prefix: str = "") -> list:
-    """Names of the entries that are not exactly equal (tensors compared on the CPU, dicts entry by entry)."""
+def _entries(value: Any) -> Any:
+    """A dataclass, tuple or list as a dict of its entries (compared entry by entry); anything else as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {name: getattr(value, name) for name in value.__dataclass_fields__}
+    if isinstance(value, (tuple, list)):
+        return dict(enumerate(value))
+    return value
+
+
+def differences(got: Dict[Any, Any], want: Dict[Any, Any], prefix: str = "") -> list:
+    """Names of the entries that are not exactly equal (tensors compared on the CPU; dicts, dataclasses, tuples and
+    lists entry by entry)."""
     out = []
-    for name in sorted(set(got) | set(want)):
-        a, b = got.get(name), want.get(name)
+    for name in sorted(set(got) | set(want), key=repr):
+        a, b = _entries(got.get(name)), _entries(want.get(name))
         if isinstance(a, dict) and isinstance(b, dict):
             out += differences(a, b, f"{prefix}{name}.")
         elif isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):

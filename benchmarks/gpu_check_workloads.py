@@ -66,15 +66,16 @@ def s9a_pass_timing(ctx: Context) -> Dict[str, Any]:
 @contextlib.contextmanager
 def stage_timers(device: torch.device, totals: Dict[str, float]):
     """Synchronised timers around the stages of a compute: self radii, cross pass, deferred decisions, PRD, FD."""
-    from lightning_prd.functional import generative, knn
+    from lightning_prd.functional import knn
+    from lightning_prd.functional.families import frechet, prd
     from lightning_prd.functional.knn import deferred
 
     targets = [
         (knn, "self_radii", "self_radii"),
         (knn, "cross_pass", "cross_pass"),
         (deferred.DeferredDecisions, "settle", "deferred_settle"),
-        (generative, "prd_curve_of", "prd_curve"),
-        (generative, "frechet_of", "frechet"),
+        (prd, "prd_curve_of", "prd_curve"),
+        (frechet, "frechet_of", "frechet"),
     ]
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in targets]
 
