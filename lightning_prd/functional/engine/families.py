@@ -231,7 +231,7 @@ def register_family(
             f"Expected argument `name` of register_family to be lower case letters, digits and '_' starting with "
             f"a letter, but got {name!r}"
         )
-    _check_types(
+    rules.check_types(
         compute=compute, defaults=defaults, check=check, meaning=meaning, per_class=per_class, docs=docs,
         pass_asks=pass_asks, from_pass=from_pass, min_real=min_real, min_fake=min_fake,
         per_sample=per_sample, other_keys=other_keys, replace=replace, builtin=_builtin, needs_test=needs_test,
@@ -328,51 +328,6 @@ def register_family(
 def _next_order() -> float:
     """The place of a family registered without one: after every registered family."""
     return max((f.order for f in _REGISTRY.values()), default=0.0) + 1.0
-
-
-def _check_types(**arguments: Any) -> None:
-    """The type of each argument of :func:`register_family` (``name`` and ``outputs`` aside), a ``ValueError``
-    naming the first wrong one."""
-    is_bool = ("per_class", "replace", "needs_test", "statistics", "switchable")
-    callables = ("check", "pass_asks", "from_pass", "min_real", "min_fake", "fit", "link", "ask", "read", "shrink")
-    for argument in is_bool:
-        value = arguments[argument]
-        rules.check_type(argument, value, isinstance(value, bool), "a bool")
-    for argument in callables:
-        value = arguments[argument]
-        rules.check_type(argument, value, value is None or callable(value), "a callable or None")
-    compute = arguments["compute"]
-    rules.check_type("compute", compute, compute is None or callable(compute), "a callable (real, fake, **options)")
-    defaults = arguments["defaults"]
-    rules.check_type(
-        "defaults",
-        defaults,
-        defaults is None
-        or (isinstance(defaults, Mapping) and all(isinstance(k, str) and k.isidentifier() for k in defaults)),
-        "a dict {option: default} with keyword (identifier) names",
-    )
-    rules.check_type("meaning", arguments["meaning"], isinstance(arguments["meaning"], str), "a string")
-    cli, order, empty = arguments["cli"], arguments["order"], arguments["empty_class"]
-    rules.check_type("cli", cli, cli is None or isinstance(cli, CliSpec), "a CliSpec or None")
-    rules.check_type(
-        "order", order, order is None or (isinstance(order, (int, float)) and not isinstance(order, bool)), "a number"
-    )
-    rules.check_type(
-        "empty_class",
-        empty,
-        empty is None or (isinstance(empty, Mapping) and set(empty) <= {"no_fake", "no_real"}),
-        "a dict with keys 'no_fake' / 'no_real' or None",
-    )
-    docs = arguments["docs"]
-    rules.check_type("docs", docs, docs is None or isinstance(docs, str), "a string or None")
-    for argument in ("per_sample", "other_keys"):
-        keys = arguments[argument]
-        rules.check_type(
-            argument,
-            keys,
-            isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys),
-            "a list or tuple of keys (strings)",
-        )
 
 
 def unregister_family(name: str) -> None:

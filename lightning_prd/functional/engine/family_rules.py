@@ -10,6 +10,7 @@ that is no score name or that the package already uses, and an argument of the w
 * **Score names** (:func:`check_score_name`), the rule class names follow: a non-empty string equal to its own
   Unicode NFKC form, with no surrounding, inner or control characters of white space, and no ``/`` (loggers read
   it as a folder).
+* **Types** (:func:`check_types`): each argument of ``register_family`` of the type its docstring states.
 * **Keys already used** (:func:`used_keys`): every registered family's outputs and other keys (per-sample
   tensors, curves, spreads), the keys the package forms from a score (``<score>_std``, ``<score>_per_class``,
   ``<score>_mean``), the keys of the options that are no family (:data:`OPTION_KEYS`) and the callback's record
@@ -36,6 +37,8 @@ import textwrap
 import unicodedata
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Set
+
+from lightning_prd.functional.engine.family import CliSpec
 
 #: the keys of the callback's record of one evaluation beside its scores (``history`` and the logged scalars)
 RECORD_KEYS = ("epoch", "final")
@@ -175,3 +178,48 @@ def check_type(argument: str, value: Any, ok: bool, expected: str) -> None:
     unless ``ok``."""
     if not ok:
         raise ValueError(f"Expected argument `{argument}` of register_family to be {expected}, but got {value!r}")
+
+
+def check_types(**arguments: Any) -> None:
+    """The type of each argument of :func:`register_family` (``name`` and ``outputs`` aside), a ``ValueError``
+    naming the first wrong one."""
+    is_bool = ("per_class", "replace", "needs_test", "statistics", "switchable")
+    callables = ("check", "pass_asks", "from_pass", "min_real", "min_fake", "fit", "link", "ask", "read", "shrink")
+    for argument in is_bool:
+        value = arguments[argument]
+        check_type(argument, value, isinstance(value, bool), "a bool")
+    for argument in callables:
+        value = arguments[argument]
+        check_type(argument, value, value is None or callable(value), "a callable or None")
+    compute = arguments["compute"]
+    check_type("compute", compute, compute is None or callable(compute), "a callable (real, fake, **options)")
+    defaults = arguments["defaults"]
+    check_type(
+        "defaults",
+        defaults,
+        defaults is None
+        or (isinstance(defaults, Mapping) and all(isinstance(k, str) and k.isidentifier() for k in defaults)),
+        "a dict {option: default} with keyword (identifier) names",
+    )
+    check_type("meaning", arguments["meaning"], isinstance(arguments["meaning"], str), "a string")
+    cli, order, empty = arguments["cli"], arguments["order"], arguments["empty_class"]
+    check_type("cli", cli, cli is None or isinstance(cli, CliSpec), "a CliSpec or None")
+    check_type(
+        "order", order, order is None or (isinstance(order, (int, float)) and not isinstance(order, bool)), "a number"
+    )
+    check_type(
+        "empty_class",
+        empty,
+        empty is None or (isinstance(empty, Mapping) and set(empty) <= {"no_fake", "no_real"}),
+        "a dict with keys 'no_fake' / 'no_real' or None",
+    )
+    docs = arguments["docs"]
+    check_type("docs", docs, docs is None or isinstance(docs, str), "a string or None")
+    for argument in ("per_sample", "other_keys"):
+        keys = arguments[argument]
+        check_type(
+            argument,
+            keys,
+            isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys),
+            "a list or tuple of keys (strings)",
+        )
