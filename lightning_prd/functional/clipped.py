@@ -36,17 +36,17 @@ from lightning_prd.functional.engine.sets import FeatureSets
 from lightning_prd.functional.knn.clipped import ClippedBalls, real_ball_counts
 
 
-def check_clipped_sizes(real: Tensor, fake: Tensor, k: int, k_name: str = "k") -> None:
+def check_clipped_sizes(num_real: int, num_fake: int, k: int, k_name: str = "k") -> None:
     """The real radii need ``k + 1`` real samples, the calibration ``k`` generated ones."""
-    if real.shape[0] < k + 1:
+    if num_real < k + 1:
         raise ValueError(
             f"Expected argument `real` to hold at least {k_name} + 1 = {k + 1} samples for clipped density and "
-            f"coverage's k-NN radii, but got {real.shape[0]}"
+            f"coverage's k-NN radii, but got {num_real}"
         )
-    if fake.shape[0] < k:
+    if num_fake < k:
         raise ValueError(
             f"Expected argument `fake` to hold at least {k_name} = {k} samples for clipped coverage's calibration, "
-            f"but got {fake.shape[0]}"
+            f"but got {num_fake}"
         )
 
 
@@ -164,7 +164,7 @@ def clipped_density_coverage(
     k = check_positive_int(k, "k")
     ball = check_ball(ball)
     sets = FeatureSets.check(real, fake)
-    check_clipped_sizes(sets.real, sets.fake, k)
+    check_clipped_sizes(sets.num_real, sets.num_fake, k)
     member_ks, real_ks = pass_options(k, sets.num_real)
     clipped = ClippedBalls(k, strict=ball == "open")
     res = run_pass(

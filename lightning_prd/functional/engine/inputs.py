@@ -205,10 +205,16 @@ def check_pair(real: Tensor, fake: Tensor) -> None:
 
 def check_min_samples(x: Tensor, k: int, name: str, k_name: str = "k") -> None:
     """A k-NN radius needs at least ``k + 1`` samples in the set."""
-    if x.shape[0] < k + 1:
+    check_min_count(x.shape[0], k, name, k_name)
+
+
+def check_min_count(count: int, k: int, name: str, k_name: str = "k") -> None:
+    """A k-NN radius needs at least ``k + 1`` samples in a set of ``count``: ``ValueError`` naming the set ``name``
+    and ``k_name`` otherwise."""
+    if count < k + 1:
         raise ValueError(
             f"Expected argument `{name}` to hold at least {k_name} + 1 = {k + 1} samples for k-NN radii, "
-            f"but got {x.shape[0]}"
+            f"but got {count}"
         )
 
 

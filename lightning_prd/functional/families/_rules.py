@@ -1,18 +1,11 @@
-"""Rules several family records share: the size checks of k-NN radii on set sizes and a bool option."""
+"""Rules several family records share: radii of both sets (left out when switched on by ``True``) and a bool
+option."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-
-def need_radii(count: int, k: int, role: str, k_name: str) -> None:
-    """A k-NN radius needs ``k + 1`` samples in the set of ``count``: ``ValueError`` naming the set and ``k_name``
-    otherwise."""
-    if count < k + 1:
-        raise ValueError(
-            f"Expected argument `{role}` to hold at least {k_name} + 1 = {k + 1} samples for k-NN radii, "
-            f"but got {count}"
-        )
+from lightning_prd.functional.engine.inputs import check_min_count
 
 
 def too_small(num_real: int, num_fake: int, k: int) -> bool:
@@ -32,6 +25,6 @@ def fit_both(options: dict, num_real: int, num_fake: int, lenient: bool, k: int,
     (switched on by ``True``: left out), else ``ValueError`` naming the set and ``k_name``."""
     if lenient and too_small(num_real, num_fake, k):
         return None
-    need_radii(num_real, k, "real", k_name)
-    need_radii(num_fake, k, "fake", k_name)
+    check_min_count(num_real, k, "real", k_name)
+    check_min_count(num_fake, k, "fake", k_name)
     return options

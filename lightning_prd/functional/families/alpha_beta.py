@@ -15,9 +15,8 @@ from lightning_prd.functional.alpha_beta import (
 )
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
-from lightning_prd.functional.engine.inputs import check_positive_int
+from lightning_prd.functional.engine.inputs import check_min_count, check_positive_int
 from lightning_prd.functional.engine.request import PassRequest
-from lightning_prd.functional.families._rules import need_radii
 
 NAME = "alpha_beta"
 
@@ -28,7 +27,7 @@ def _check(options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Dict[str, Any]:
-    need_radii(num_real, options["k"], "real", f"{NAME}['k']")
+    check_min_count(num_real, options["k"], "real", f"{NAME}['k']")
     return options
 
 

@@ -13,8 +13,8 @@ import torch
 from lightning_prd.functional.alpha_beta import _authentic_from_pass
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
+from lightning_prd.functional.engine.inputs import check_min_count
 from lightning_prd.functional.engine.request import PassRequest
-from lightning_prd.functional.families._rules import need_radii
 
 NAME = "authenticity"
 
@@ -24,7 +24,7 @@ def _link(options: Optional[Dict[str, Any]], switched: Dict[str, Any], call: Dic
 
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Dict[str, Any]:
-    need_radii(num_real, 1, "real", "authenticity's k")
+    check_min_count(num_real, 1, "real", "authenticity's k")
     return options
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from lightning_prd.functional.clipped import clipped_from_pass, pass_options
+from lightning_prd.functional.clipped import check_clipped_sizes, clipped_from_pass, pass_options
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
 from lightning_prd.functional.engine.inputs import check_positive_int
@@ -23,19 +23,10 @@ def _check(options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Optional[Dict[str, Any]]:
-    k, k_name = options["k"], f"{NAME}['k']"
+    k = options["k"]
     if lenient and (num_real < k + 1 or num_fake < k):
         return None
-    if num_real < k + 1:
-        raise ValueError(
-            f"Expected argument `real` to hold at least {k_name} + 1 = {k + 1} samples for clipped density and "
-            f"coverage's k-NN radii, but got {num_real}"
-        )
-    if num_fake < k:
-        raise ValueError(
-            f"Expected argument `fake` to hold at least {k_name} = {k} samples for clipped coverage's calibration, "
-            f"but got {num_fake}"
-        )
+    check_clipped_sizes(num_real, num_fake, k, f"{NAME}['k']")
     return options
 
 

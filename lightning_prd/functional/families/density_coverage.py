@@ -13,9 +13,8 @@ from typing import Any, Dict
 from lightning_prd.functional.density_coverage import coverage_from_pass, density_from_pass
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
-from lightning_prd.functional.engine.inputs import check_positive_int
+from lightning_prd.functional.engine.inputs import check_min_count, check_positive_int
 from lightning_prd.functional.engine.request import PassRequest
-from lightning_prd.functional.families._rules import need_radii
 from lightning_prd.functional.families._spread import link_both_ks, spread_stds
 
 KEYWORD = "k_density_coverage"
@@ -26,7 +25,7 @@ def _check(options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Dict[str, Any]:
-    need_radii(num_real, options["k"], "real", KEYWORD)
+    check_min_count(num_real, options["k"], "real", KEYWORD)
     return options
 
 

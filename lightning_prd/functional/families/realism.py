@@ -10,8 +10,8 @@ from typing import Any, Dict, Optional
 
 from lightning_prd.functional.engine.families import register_family
 from lightning_prd.functional.engine.family import CliSpec
+from lightning_prd.functional.engine.inputs import check_min_count
 from lightning_prd.functional.engine.request import PassRequest
-from lightning_prd.functional.families._rules import need_radii
 
 NAME = "realism"
 #: the paper's k, when precision and recall are off
@@ -25,7 +25,7 @@ def _link(options: Optional[Dict[str, Any]], switched: Dict[str, Any], call: Dic
 
 
 def _fit(options: Dict[str, Any], num_real: int, num_fake: int, lenient: bool) -> Dict[str, Any]:
-    need_radii(num_real, options["k"], "real", "realism's k")
+    check_min_count(num_real, options["k"], "real", "realism's k")
     return options
 
 
